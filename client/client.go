@@ -1,0 +1,126 @@
+// Package client is the Go client of the factory server's HTTP API. It
+// speaks the same JSON the server writes, and turns RFC 7807 problem
+// bodies into *Error values that carry the status and the problem.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"factory/reconciler"
+	"factory/store"
+)
+
+// Client calls one server.
+type Client struct {
+	BaseURL string
+	APIKey  string
+	HTTP    *http.Client
+}
+
+// New returns a client with a default timeout.
+func New(baseURL, apiKey string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), APIKey: apiKey, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Error is a failed call: the status and the server's problem body.
+type Error struct {
+	Status int    `json:"status"`
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"-"`
+}
+
+func (e *Error) Error() string {
+	msg := e.Title
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return fmt.Sprintf("server answered %d: %s", e.Status, msg)
+}
+
+// Do sends a request and decodes a JSON answer into out (when not nil). It
+// is also the way to call an endpoint this package does not wrap.
+func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		e := &Error{Status: resp.StatusCode}
+		if json.Unmarshal(data, e) != nil || e.Title == "" {
+			e.Title = http.StatusText(resp.StatusCode)
+		}
+		e.Status = resp.StatusCode
+		e.Code = e.Type[strings.LastIndex(e.Type, "/")+1:]
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// FactorySummary is one entry of GET /v1/factories.
+type FactorySummary struct {
+	UID        string     `json:"uid"`
+	Name       string     `json:"name"`
+	ForemanUID string     `json:"foreman_uid"`
+	Source     string     `json:"source"`
+	Revision   string     `json:"revision"`
+	SyncedAt   *time.Time `json:"synced_at"`
+	Ready      bool       `json:"ready"`
+}
+
+// Factories lists the server's factories.
+func (c *Client) Factories(ctx context.Context) ([]FactorySummary, error) {
+	var out struct {
+		Factories []FactorySummary `json:"factories"`
+	}
+	return out.Factories, c.Do(ctx, http.MethodGet, "/v1/factories", nil, &out)
+}
+
+// Factory reads one factory's status, with its webhooks and automations.
+func (c *Client) Factory(ctx context.Context, uid string) (*reconciler.FactoryStatus, error) {
+	out := &reconciler.FactoryStatus{}
+	return out, c.Do(ctx, http.MethodGet, "/v1/factories/"+url.PathEscape(uid), nil, out)
+}
+
+// SyncFactory asks the server to sync a factory now and answers its status.
+func (c *Client) SyncFactory(ctx context.Context, uid string) (*reconciler.FactoryStatus, error) {
+	out := &reconciler.FactoryStatus{}
+	return out, c.Do(ctx, http.MethodPost, "/v1/factories/"+url.PathEscape(uid)+"/sync", nil, out)
+}
+
+// FactoryState reads the state a plan compares with (admin scope), so that
+// a dry-run against a server checks everything a local one would.
+func (c *Client) FactoryState(name string) (*store.State, error) {
+	out := &store.State{}
+	return out, c.Do(context.Background(), http.MethodGet, "/v1/admin/factories/"+url.PathEscape(name)+"/state", nil, out)
+}

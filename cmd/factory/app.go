@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"factory/client"
+	"factory/reconciler"
+	"factory/secrets"
+	"factory/server"
+	"factory/store"
+)
+
+// AdminKeyFile holds the admin API key that serve creates on a new store.
+const AdminKeyFile = "admin-api-key"
+
+type app struct {
+	dataFlag, serverFlag, apiKeyFlag string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "factory",
+		Short: "Run cloud coding agents from git: webhooks and automations as code",
+		Long: `factory reconciles factory repositories (webhooks/*.yaml and automations/*.md)
+into a state store, serves webhook ingress and the Agents API, and runs agents.
+
+Start with:
+  factory reconcile --dry-run --source DIR   check a factory repository, change nothing
+  factory reconcile --source DIR             apply it and print the webhooks' UIDs
+  factory status                             show factories, UIDs and ingress URLs
+  factory serve --source DIR                 keep it reconciled and serve the API`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetIn(a.stdin)
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.dataFlag, "data", "", "state store directory (default $FACTORY_DATA, else ./.factory)")
+	pf.StringVar(&a.serverFlag, "server", "", "talk to a running server at this URL instead of opening the store (default $FACTORY_SERVER)")
+	pf.StringVar(&a.apiKeyFlag, "api-key", "", "API key for --server (default $FACTORY_API_KEY, else the data directory's admin key)")
+	root.AddCommand(a.reconcileCmd(), a.statusCmd(), a.serveCmd(), a.secretsCmd(), a.webhooksCmd(),
+		a.apikeysCmd(), a.schemaCmd(), a.versionCmd())
+	return root
+}
+
+func (a *app) dataDir() string {
+	if a.dataFlag != "" {
+		return a.dataFlag
+	}
+	if d := os.Getenv("FACTORY_DATA"); d != "" {
+		return d
+	}
+	return ".factory"
+}
+
+func (a *app) serverURL() string {
+	if a.serverFlag != "" {
+		return a.serverFlag
+	}
+	return os.Getenv("FACTORY_SERVER")
+}
+
+// storeExists reports whether the data directory holds a store.
+func (a *app) storeExists() bool {
+	_, err := os.Stat(filepath.Join(a.dataDir(), "db"))
+	return err == nil
+}
+
+// openStore opens the store for a command that must write it. When a
+// server holds it, the error says so and what to do instead.
+func (a *app) openStore() (*store.Store, error) {
+	s, err := store.Open(a.dataDir())
+	if errors.Is(err, store.ErrLocked) {
+		if info, ok := a.runningServer(); ok {
+			return nil, fmt.Errorf("the server at %s (pid %d) holds the store %s: stop it to run this command, or use read commands, which go through it", info.URL, info.PID, a.dataDir())
+		}
+		return nil, fmt.Errorf("the store %s is in use by another process; try again when it has finished", a.dataDir())
+	}
+	return s, err
+}
+
+func (a *app) keyring() (*secrets.Keyring, error) { return secrets.LoadKeyring(a.dataDir()) }
+
+func (a *app) runningServer() (*server.Info, bool) {
+	b, err := os.ReadFile(filepath.Join(a.dataDir(), server.ServerFile))
+	if err != nil {
+		return nil, false
+	}
+	var info server.Info
+	if json.Unmarshal(b, &info) != nil || info.URL == "" {
+		return nil, false
+	}
+	return &info, true
+}
+
+func (a *app) apiKey() string {
+	if a.apiKeyFlag != "" {
+		return a.apiKeyFlag
+	}
+	if k := os.Getenv("FACTORY_API_KEY"); k != "" {
+		return k
+	}
+	b, _ := os.ReadFile(filepath.Join(a.dataDir(), AdminKeyFile))
+	return strings.TrimSpace(string(b))
+}
+
+// stateView is where read commands get the state from: the store, or the
+// server that holds it.
+type stateView interface {
+	reconciler.StateReader
+	Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error)
+	Close()
+}
+
+// errNoStore says there is no state at all (no store, no server).
+var errNoStore = errors.New("no state store")
+
+// view opens the state for reading: --server when given; else the store,
+// or the server holding it (it records its address in the data directory).
+func (a *app) view() (stateView, error) {
+	if u := a.serverURL(); u != "" {
+		return remoteView{client.New(u, a.apiKey())}, nil
+	}
+	if !a.storeExists() {
+		return nil, errNoStore
+	}
+	s, err := store.Open(a.dataDir())
+	if errors.Is(err, store.ErrLocked) {
+		if info, ok := a.runningServer(); ok {
+			return remoteView{client.New(info.URL, a.apiKey())}, nil
+		}
+		return nil, fmt.Errorf("the store %s is in use by another process that is not a server; try again when it has finished", a.dataDir())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return localView{s}, nil
+}
+
+type localView struct{ *store.Store }
+
+func (v localView) Close() { v.Store.Close() }
+
+func (v localView) Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error) {
+	fs, err := v.Factories()
+	if err != nil {
+		return nil, err
+	}
+	base, err := v.Meta("public_url")
+	if err != nil {
+		return nil, err
+	}
+	if base == "" {
+		base = reconciler.DefaultPublicURL
+	}
+	var out []*reconciler.FactoryStatus
+	for _, f := range fs {
+		st, err := reconciler.Status(v.Store, f, base)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+type remoteView struct{ *client.Client }
+
+func (v remoteView) Close() {}
+
+func (v remoteView) Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error) {
+	fs, err := v.Factories(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", v.BaseURL, err)
+	}
+	var out []*reconciler.FactoryStatus
+	for _, f := range fs {
+		st, err := v.Factory(ctx, f.UID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// splitName parses NAME or FACTORY/NAME.
+func splitName(arg string) (factoryName, name string) {
+	if f, n, ok := strings.Cut(arg, "/"); ok {
+		return f, n
+	}
+	return "", arg
+}
+
+// outputFlag adds --output with the allowed values.
+func outputFlag(cmd *cobra.Command, p *string, allowed ...string) {
+	cmd.Flags().StringVarP(p, "output", "o", "text", "output format: "+strings.Join(allowed, ", "))
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		for _, v := range allowed {
+			if *p == v {
+				return nil
+			}
+		}
+		return fmt.Errorf("--output must be one of %s, not %q", strings.Join(allowed, ", "), *p)
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

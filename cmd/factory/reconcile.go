@@ -1,0 +1,329 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"factory/reconciler"
+	"factory/schema"
+	"factory/store"
+)
+
+type reconcileOpts struct {
+	source, ref, name, output string
+	dryRun, detailedExitCode  bool
+}
+
+func (a *app) reconcileCmd() *cobra.Command {
+	o := &reconcileOpts{}
+	cmd := &cobra.Command{
+		Use:   "reconcile --source DIR [--dry-run]",
+		Short: "Validate a factory repository and apply it (or, with --dry-run, show the plan)",
+		Long: `Validate every file of a factory repository against the embedded JSON Schemas,
+compare it with the state and print the plan: + create, ~ update (with the changed
+keys), - delete. Without --dry-run the revision is applied as one transaction and the
+UIDs of new webhooks are printed; a revision with any error is not applied at all.
+
+--dry-run writes nothing. It works with no state (a pull-request check on a clean
+machine: every webhook is a create and webhook UIDs can only be warned about), against
+a store (--data) or against a running server (--server), where it checks everything.
+
+Exit codes: 0 valid; 1 invalid definitions or any error; with --detailed-exitcode,
+2 when valid and there are changes.`,
+		Example: `  factory reconcile --dry-run --source . --output github   # in a pull-request check
+  factory reconcile --source examples/factory --name example`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.reconcile(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.source, "source", "", "the factory repository: a directory (required)")
+	f.StringVar(&o.ref, "ref", "", "branch, tag or commit of a git source")
+	f.StringVar(&o.name, "name", "", "the factory's name (default: the factory already applied from this source, else the directory's name)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print the plan; write nothing")
+	f.BoolVar(&o.detailedExitCode, "detailed-exitcode", false, "exit 2 when the revision is valid and has changes")
+	_ = cmd.MarkFlagRequired("source")
+	outputFlag(cmd, &o.output, "text", "json", "github")
+	return cmd
+}
+
+var gitURL = regexp.MustCompile(`^([a-z+]+://|[^/]+@[^/]+:)|\.git$`)
+
+func sourceOf(o *reconcileOpts) (reconciler.Source, error) {
+	if gitURL.MatchString(o.source) {
+		return nil, fmt.Errorf("%s looks like a git URL: this version reads factories from directories; clone the repository and pass its directory", o.source)
+	}
+	if o.ref != "" {
+		return nil, errors.New("--ref applies to git sources; this source is a directory")
+	}
+	return reconciler.DirSource{Root: o.source}, nil
+}
+
+// factoryName picks the factory a source is reconciled into: --name, else
+// the factory already applied from the same source, else the directory's
+// name made into a valid name.
+func factoryName(flag string, src reconciler.Source, known []*store.Factory) (string, error) {
+	if flag != "" {
+		if !reconciler.ValidName(flag) {
+			return "", fmt.Errorf("--name %q must be lowercase letters, digits and '-', at most 63", flag)
+		}
+		return flag, nil
+	}
+	for _, f := range known {
+		if f.Source == src.String() {
+			return f.Name, nil
+		}
+	}
+	base := strings.ToLower(filepath.Base(src.String()))
+	base = strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(base, "-"), "-")
+	if !reconciler.ValidName(base) {
+		return "", fmt.Errorf("cannot name the factory after %q: pass --name", src.String())
+	}
+	return base, nil
+}
+
+func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
+	src, err := sourceOf(o)
+	if err != nil {
+		return err
+	}
+	if o.dryRun {
+		return a.dryRun(cmd, o, src)
+	}
+	s, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	kr, err := a.keyring()
+	if err != nil {
+		return err
+	}
+	known, err := s.Factories()
+	if err != nil {
+		return err
+	}
+	name, err := factoryName(o.name, src, known)
+	if err != nil {
+		return err
+	}
+	ap := &reconciler.Applier{Store: s, Keyring: kr}
+	c, err := ap.Sync(cmd.Context(), name, src)
+	if err != nil {
+		return err
+	}
+	if c.Plan.Valid() {
+		// The UIDs of new webhooks and automations are known now.
+		st, err := s.FactoryState(name)
+		if err != nil {
+			return err
+		}
+		fillUIDs(c.Plan, st)
+	}
+	return a.report(o, c.Plan, false)
+}
+
+func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source) error {
+	var reader reconciler.StateReader
+	var known []*store.Factory
+	v, err := a.view()
+	switch {
+	case errors.Is(err, errNoStore):
+		// No state at all: a stateless dry-run.
+	case err != nil:
+		return err
+	default:
+		defer v.Close()
+		sts, err := v.Statuses(cmd.Context())
+		if err != nil {
+			return err
+		}
+		for _, st := range sts {
+			known = append(known, &store.Factory{Name: st.Name, Source: st.Source})
+		}
+		reader = v
+	}
+	name, err := factoryName(o.name, src, known)
+	if err != nil {
+		return err
+	}
+	c, err := reconciler.Check(cmd.Context(), src, name, reader)
+	if err != nil {
+		return err
+	}
+	return a.report(o, c.Plan, true)
+}
+
+func fillUIDs(p *reconciler.Plan, st *store.State) {
+	for i, c := range p.Changes {
+		if c.UID != nil {
+			continue
+		}
+		var uid string
+		if c.Kind == reconciler.KindWebhook && st.Webhooks[c.Name] != nil {
+			uid = st.Webhooks[c.Name].UID
+		}
+		if c.Kind == reconciler.KindAutomation && st.Automations[c.Name] != nil {
+			uid = st.Automations[c.Name].UID
+		}
+		if uid != "" {
+			p.Changes[i].UID = &uid
+		}
+	}
+}
+
+// report prints a plan in the chosen format and decides the exit code.
+func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool) error {
+	switch o.output {
+	case "json":
+		if err := printJSON(a.stdout, planJSON(p, dryRun)); err != nil {
+			return err
+		}
+	case "github":
+		for _, d := range p.Diagnostics {
+			fmt.Fprintln(a.stdout, githubAnnotation(d))
+		}
+		printPlan(a.stdout, p, dryRun)
+	default:
+		for _, d := range p.Diagnostics {
+			level := "error"
+			if d.Severity == schema.Warning {
+				level = "warning"
+			}
+			fmt.Fprintf(a.stderr, "%s: %s\n", level, d)
+		}
+		printPlan(a.stdout, p, dryRun)
+	}
+	switch {
+	case !p.Valid():
+		return exitCode(1)
+	case o.detailedExitCode && p.HasChanges():
+		return exitCode(2)
+	}
+	return nil
+}
+
+type diagJSON struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+type planOut struct {
+	Factory  string              `json:"factory"`
+	Revision string              `json:"revision"`
+	DryRun   bool                `json:"dry_run"`
+	Valid    bool                `json:"valid"`
+	Errors   []diagJSON          `json:"errors"`
+	Warnings []diagJSON          `json:"warnings"`
+	Changes  []reconciler.Change `json:"changes"`
+}
+
+func planJSON(p *reconciler.Plan, dryRun bool) planOut {
+	out := planOut{Factory: p.Factory, Revision: p.Revision, DryRun: dryRun, Valid: p.Valid(),
+		Errors: []diagJSON{}, Warnings: []diagJSON{}, Changes: p.Changes}
+	if out.Changes == nil {
+		out.Changes = []reconciler.Change{}
+	}
+	for _, d := range p.Diagnostics {
+		j := diagJSON{File: d.File, Line: d.Line, Column: d.Column, Path: d.Path, Message: d.Message}
+		if d.Severity == schema.Warning {
+			out.Warnings = append(out.Warnings, j)
+		} else {
+			out.Errors = append(out.Errors, j)
+		}
+	}
+	return out
+}
+
+// githubAnnotation is a GitHub Actions workflow command that shows a
+// diagnostic on the pull request's line.
+func githubAnnotation(d schema.Diagnostic) string {
+	level := "error"
+	if d.Severity == schema.Warning {
+		level = "warning"
+	}
+	props := "file=" + escapeProperty(d.File)
+	if d.Line > 0 {
+		props += fmt.Sprintf(",line=%d,col=%d", d.Line, d.Column)
+	}
+	msg := d.Message
+	if d.Path != "" {
+		msg = d.Path + ": " + msg
+	}
+	return fmt.Sprintf("::%s %s::%s", level, props, escapeData(msg))
+}
+
+func escapeData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func escapeProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// printPlan writes the terraform-like plan.
+func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
+	what := "Applied"
+	if dryRun {
+		what = "Plan for"
+	}
+	fmt.Fprintf(w, "%s factory %s at revision %s", what, p.Factory, p.Revision)
+	switch {
+	case p.Stateless:
+		fmt.Fprint(w, " (no state: every webhook is new, references are not checked)")
+	case p.NewFactory && p.Valid():
+		fmt.Fprint(w, " (new factory)")
+	}
+	fmt.Fprintln(w)
+	if !p.Valid() {
+		n := len(p.Diagnostics.Errors())
+		noun := "errors"
+		if n == 1 {
+			noun = "error"
+		}
+		fmt.Fprintf(w, "\nInvalid: %d %s. Nothing was applied", n, noun)
+		if !dryRun {
+			fmt.Fprint(w, "; the last applied revision keeps serving")
+		}
+		fmt.Fprintln(w, ".")
+		return
+	}
+	fmt.Fprintln(w)
+	counts := map[string]int{}
+	for _, s := range p.SettingsChanged {
+		fmt.Fprintf(w, "  ~ factory.yaml %s\n", s)
+	}
+	for _, c := range p.Changes {
+		counts[c.Action]++
+		if c.Action == reconciler.ActionNoop {
+			continue
+		}
+		sign := map[string]string{reconciler.ActionCreate: "+", reconciler.ActionUpdate: "~", reconciler.ActionDelete: "-"}[c.Action]
+		uid := "(known after apply)"
+		if c.UID != nil {
+			uid = *c.UID
+		}
+		line := fmt.Sprintf("  %s %-10s %-24s %s", sign, c.Kind, c.Name, uid)
+		if len(c.Keys) > 0 {
+			line += "  (" + strings.Join(c.Keys, ", ") + ")"
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	if !p.HasChanges() {
+		fmt.Fprintln(w, "  No changes: the state matches this revision.")
+	}
+	format := "\nPlan: %d to create, %d to update, %d to delete, %d unchanged.\n"
+	if !dryRun {
+		format = "\nApplied: %d created, %d updated, %d deleted, %d unchanged.\n"
+	}
+	fmt.Fprintf(w, format, counts[reconciler.ActionCreate], counts[reconciler.ActionUpdate],
+		counts[reconciler.ActionDelete], counts[reconciler.ActionNoop])
+}

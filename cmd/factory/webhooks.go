@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"factory"
+	"factory/reconciler"
+	"factory/store"
+)
+
+func (a *app) webhooksCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "webhooks",
+		Short: "Act on applied webhooks: reveal a generated secret, import a UID",
+	}
+	reveal := &cobra.Command{
+		Use:   "reveal NAME|FACTORY/NAME",
+		Short: "Print a webhook's generated secret, once",
+		Long: `Print the secret the service generated for a webhook without secretName. It can be
+read exactly once; after that it can only be rotated (factory secrets rotate).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.reveal(args[0]) },
+	}
+	var uid string
+	imp := &cobra.Command{
+		Use:   "import FACTORY/NAME --uid UID",
+		Short: "Give a webhook file a known UID before it first applies",
+		Long: `Record the UID that webhooks/NAME.yaml of FACTORY takes when it first applies,
+instead of a new random one (like terraform import). Use it to move a factory to a
+new server without changing the URLs senders post to, or to keep the bundled
+example's automations valid on a new store.
+
+The UID must not belong to another webhook; importing the UID a webhook already has
+is a no-op.`,
+		Example: `  factory webhooks import acme/github --uid wh_5f3k9x2m7q1z8c4v6b0n`,
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.importUID(args[0], uid) },
+	}
+	imp.Flags().StringVar(&uid, "uid", "", "the UID, wh_ and at least 16 letters or digits (required)")
+	_ = imp.MarkFlagRequired("uid")
+	cmd.AddCommand(reveal, imp)
+	return cmd
+}
+
+// findWebhook resolves NAME or FACTORY/NAME among the live webhooks.
+func findWebhook(s *store.Store, arg string) (*store.Webhook, error) {
+	fac, name := splitName(arg)
+	whs, err := s.AllWebhooks()
+	if err != nil {
+		return nil, err
+	}
+	var found []*store.Webhook
+	for _, w := range whs {
+		if w.Key == name && (fac == "" || w.Factory == fac) || w.UID == arg {
+			found = append(found, w)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("no webhook %q (factory status lists them)", arg)
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, w := range found {
+		names = append(names, w.Factory+"/"+w.Key)
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("%q is ambiguous: say which factory: %v", arg, names)
+}
+
+func (a *app) reveal(arg string) error {
+	s, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w, err := findWebhook(s, arg)
+	if err != nil {
+		return err
+	}
+	sec, err := s.Secret(w.SecretName)
+	if err != nil {
+		return fmt.Errorf("read secret %s: %w", w.SecretName, err)
+	}
+	if !sec.Generated {
+		return fmt.Errorf("webhook %s/%s uses secret %q, which was supplied, not generated: it is never revealed", w.Factory, w.Key, sec.Name)
+	}
+	if sec.Revealed {
+		return fmt.Errorf("the secret of webhook %s/%s was already revealed; rotate it to get a new one (factory secrets rotate %s, then reveal)", w.Factory, w.Key, sec.Name)
+	}
+	if sec.Version != w.SecretVersion {
+		return fmt.Errorf("secret %s was rotated and webhook %s/%s has not synced it yet: sync the factory first", sec.Name, w.Factory, w.Key)
+	}
+	kr, err := a.keyring()
+	if err != nil {
+		return err
+	}
+	sealed, err := s.SealedSecret(sec.Name, sec.Version)
+	if err != nil {
+		return err
+	}
+	value, err := kr.Open(sec.Name, sealed)
+	if err != nil {
+		return err
+	}
+	// Mark it revealed durably before printing: a crash may lose the one
+	// showing, but can never show it twice.
+	cp := *sec
+	cp.Revealed = true
+	b := s.NewBatch()
+	b.PutSecret(&cp, nil)
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "Secret of webhook %s/%s (%s), shown this once:\n", w.Factory, w.Key, w.UID)
+	fmt.Fprintln(a.stdout, string(value))
+	return nil
+}
+
+func (a *app) importUID(arg, uid string) error {
+	fac, name := splitName(arg)
+	if fac == "" {
+		return errors.New("name the webhook as FACTORY/NAME")
+	}
+	if !reconciler.ValidName(fac) || !reconciler.ValidName(name) {
+		return fmt.Errorf("%q: factory and webhook names are lowercase letters, digits and '-'", arg)
+	}
+	if !factory.ValidUID(factory.PrefixWebhook, uid) {
+		return fmt.Errorf("--uid %q must be wh_ followed by 16 to 64 letters or digits", uid)
+	}
+	s, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.FactoryState(fac)
+	if err != nil {
+		return err
+	}
+	if w := st.Webhooks[name]; w != nil {
+		if w.UID == uid {
+			fmt.Fprintf(a.stdout, "Webhook %s already has UID %s.\n", arg, uid)
+			return nil
+		}
+		return fmt.Errorf("webhook %s already applied with UID %s; a UID never changes while its file exists", arg, w.UID)
+	}
+	ref, err := s.WebhookRefByUID(uid)
+	switch {
+	case err == nil && ref.Factory == fac && ref.Key == name && !ref.Deleted:
+		fmt.Fprintf(a.stdout, "Webhook %s will take UID %s when it first applies.\n", arg, uid)
+		return nil
+	case err == nil:
+		return fmt.Errorf("UID %s belongs to webhook %s/%s", uid, ref.Factory, ref.Key)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if pinned, ok := st.Pins[name]; ok {
+		return fmt.Errorf("webhook %s is already imported with UID %s", arg, pinned)
+	}
+	b := s.NewBatch()
+	b.PinWebhookUID(fac, name, uid)
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Webhook %s will take UID %s when it first applies.\n", arg, uid)
+	return nil
+}

@@ -1,0 +1,42 @@
+// Package factory holds what every part of the service shares: the limits
+// the specification sets, each with the section it comes from.
+//
+// The packages beside it are one concern each: schema (definition files and
+// their validation), reconciler (sources → load → plan → apply), store (the
+// pebble state store), secrets (encryption of managed secrets), server (the
+// HTTP listener) and cmd/factory (the command line).
+package factory
+
+import "time"
+
+// Limits of the seed specification (section 8) and of the definition format.
+const (
+	// MaxWebhooksPerFactory: seed §8 "Webhooks per factory: 20".
+	MaxWebhooksPerFactory = 20
+	// MaxDefinitionFileBytes: definitions.md "a file over 1 MiB" is refused.
+	MaxDefinitionFileBytes = 1 << 20
+	// MaxYAMLNodes bounds a YAML document after alias expansion, so that an
+	// alias bomb is refused before it is expanded (definitions.md).
+	MaxYAMLNodes = 100_000
+	// MaxWebhookBodyBytes: seed §8 "Webhook request body: 256 KB" (ingress.md: 262,144 bytes).
+	MaxWebhookBodyBytes = 256 << 10
+	// DeliveriesPerMinute: seed §8 "60 per minute, then 429 with Retry-After".
+	DeliveriesPerMinute = 60
+	// FailedAuthPerMinute: ingress.md, the failed-auth budget per webhook and client.
+	FailedAuthPerMinute = 10
+	// SignatureMaxAge: seed §5.3 and §8, "Signature age accepted: 5 minutes".
+	SignatureMaxAge = 5 * time.Minute
+	// DeliveryLogKeep and DeliveryLogAge: seed §6.5, "at least the most
+	// recent 50 deliveries and 7 days of history".
+	DeliveryLogKeep = 50
+	DeliveryLogAge  = 7 * 24 * time.Hour
+	// FilterMaxDepth, FilterMaxKeys, FilterMaxValues: filters.md limits.
+	FilterMaxDepth  = 8
+	FilterMaxKeys   = 128
+	FilterMaxValues = 128
+	// GeneratedSecretBytes: definitions.md, generated secrets carry at least
+	// 32 URL-safe characters (token, url_token) or 32 random bytes (Standard Webhooks).
+	GeneratedSecretBytes = 32
+	// UIDRandomBytes: definitions.md, UIDs carry at least 96 random bits.
+	UIDRandomBytes = 15
+)

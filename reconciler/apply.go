@@ -1,0 +1,207 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"factory"
+	"factory/schema"
+	"factory/secrets"
+	"factory/store"
+)
+
+// Applier writes plans into a store.
+type Applier struct {
+	Store   *store.Store
+	Keyring *secrets.Keyring
+	Now     func() time.Time
+}
+
+func (a *Applier) now() time.Time {
+	if a.Now != nil {
+		return a.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Apply writes a valid plan as one batch, synced to disk before it returns:
+// after a crash the store holds the whole revision or none of it. UIDs are
+// assigned here, on first apply, and secrets are generated for webhooks
+// that name none. cur must be the state the plan was made from.
+func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) error {
+	if !p.Valid() {
+		return errors.New("refusing to apply an invalid plan")
+	}
+	now := a.now()
+	b := a.Store.NewBatch()
+	committed := false
+	defer func() {
+		if !committed {
+			b.Abort()
+		}
+	}()
+
+	f := cur.Factory
+	if f == nil {
+		f = newFactory(p.Factory, now)
+	} else {
+		cp := *f
+		f = &cp
+	}
+	f.Source = source
+	f.Revision, f.AppliedAt = d.Revision, now
+	f.AttemptedRevision, f.SyncedAt = d.Revision, now
+	f.Ready, f.Error = true, ""
+	f.Settings = d.Settings
+	b.PutFactory(f)
+
+	for _, w := range d.Webhooks {
+		rec := cur.Webhooks[w.Key]
+		if rec == nil {
+			uid, pinned := cur.Pins[w.Key]
+			if !pinned {
+				uid = factory.NewUID(factory.PrefixWebhook)
+			}
+			rec = &store.Webhook{Factory: p.Factory, Key: w.Key, UID: uid, CreatedAt: now}
+		} else {
+			cp := *rec
+			rec = &cp
+		}
+		spec := *w
+		spec.Doc = nil
+		rec.Spec, rec.UpdatedAt = spec, now
+		sec, err := a.webhookSecret(b, cur, p.Factory, rec, now)
+		if err != nil {
+			return err
+		}
+		if rec.SecretName != sec.Name || rec.SecretVersion != sec.Version {
+			rec.SecretSyncedAt = now
+		}
+		rec.SecretName, rec.SecretVersion = sec.Name, sec.Version
+		b.PutWebhook(rec)
+	}
+	for _, c := range p.Changes {
+		if c.Kind == KindWebhook && c.Action == ActionDelete {
+			old := cur.Webhooks[c.Name]
+			b.DeleteWebhook(old, now)
+			if gen := cur.Secrets[GeneratedSecretName(p.Factory, old.Key)]; gen != nil && gen.Generated {
+				b.DeleteSecret(gen)
+			}
+		}
+	}
+
+	for _, au := range d.Automations {
+		rec := cur.Automations[au.Key]
+		if rec == nil {
+			rec = &store.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: now}
+		} else {
+			cp := *rec
+			rec = &cp
+		}
+		spec := *au
+		spec.Doc = nil
+		rec.Spec, rec.UpdatedAt = spec, now
+		b.PutAutomation(rec)
+	}
+	for _, c := range p.Changes {
+		if c.Kind == KindAutomation && c.Action == ActionDelete {
+			b.DeleteAutomation(cur.Automations[c.Name])
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("apply %s@%s: %w", p.Factory, d.Revision, err)
+	}
+	committed = true
+	return nil
+}
+
+// webhookSecret returns the secret a webhook uses, generating (or
+// regenerating, when the auth mode needs another format) the secret of a
+// webhook that names none, and dropping a generated secret that a newly
+// set secretName replaces.
+func (a *Applier) webhookSecret(b *store.Batch, cur *store.State, factoryName string, w *store.Webhook, now time.Time) (*store.Secret, error) {
+	genName := GeneratedSecretName(factoryName, w.Key)
+	gen := cur.Secrets[genName]
+	if !w.Spec.GeneratesSecret() {
+		if gen != nil && gen.Generated {
+			b.DeleteSecret(gen)
+		}
+		sec := cur.Secrets[w.Spec.SecretName]
+		if sec == nil {
+			return nil, fmt.Errorf("secret %q does not exist", w.Spec.SecretName) // the plan checks this first
+		}
+		return sec, nil
+	}
+	format := generatedFormat(&w.Spec)
+	if gen != nil && gen.Generated && gen.Format == format {
+		return gen, nil
+	}
+	value := secrets.NewToken()
+	if format == schema.SchemeStandardWebhooks {
+		value = secrets.NewStandardWebhooksSecret()
+	}
+	sec := &store.Secret{Name: genName, Version: 1, Generated: true, Format: format,
+		URLSafe: secrets.URLSafe(value), CreatedAt: now, RotatedAt: now}
+	if gen != nil {
+		sec.Version = gen.Version + 1
+		sec.CreatedAt = gen.CreatedAt
+	}
+	sealed, err := a.Keyring.Seal(sec.Name, value)
+	if err != nil {
+		return nil, err
+	}
+	b.PutSecret(sec, sealed)
+	return sec, nil
+}
+
+func generatedFormat(w *schema.Webhook) string {
+	if w.AuthMode == schema.AuthSignature {
+		return w.SignatureScheme // only standard-webhooks reaches here (schema)
+	}
+	return "token"
+}
+
+func newFactory(name string, now time.Time) *store.Factory {
+	return &store.Factory{Name: name, UID: factory.NewUID(factory.PrefixFactory),
+		ForemanUID: factory.NewUID(factory.PrefixForeman), CreatedAt: now}
+}
+
+// RecordFailure marks a sync as failed without touching the applied state:
+// the last good revision keeps serving, and status shows why the new one
+// was refused (Flux's Ready=False).
+func (a *Applier) RecordFailure(factoryName, source, revision string, cause error, ds schema.Diagnostics) error {
+	cur, err := a.Store.Factory(factoryName)
+	now := a.now()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cur = newFactory(factoryName, now)
+		cur.Source = source
+	case err != nil:
+		return err
+	}
+	cur.AttemptedRevision, cur.SyncedAt = revision, now
+	cur.Ready = false
+	cur.Error = FailureMessage(cause, ds)
+	b := a.Store.NewBatch()
+	b.PutFactory(cur)
+	return b.Commit()
+}
+
+// FailureMessage summarises why a revision was refused, for status.
+func FailureMessage(cause error, ds schema.Diagnostics) string {
+	if cause != nil {
+		return cause.Error()
+	}
+	errs := ds.Errors()
+	var lines []string
+	for i, d := range errs {
+		if i == 10 {
+			lines = append(lines, fmt.Sprintf("... and %d more", len(errs)-10))
+			break
+		}
+		lines = append(lines, d.String())
+	}
+	return fmt.Sprintf("invalid revision (%d errors): %s", len(errs), strings.Join(lines, "; "))
+}

@@ -1,0 +1,132 @@
+package reconciler
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"factory"
+	"factory/schema"
+)
+
+// Desired is a factory revision as its files define it, validated.
+type Desired struct {
+	Revision    string
+	Settings    schema.FactoryFile
+	Webhooks    []*schema.Webhook    // by key
+	Automations []*schema.Automation // by key
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidName reports whether s can name a factory, a webhook or an automation.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// Load parses and validates every file of a snapshot and reports every
+// problem of every file, sorted by file and position. Desired is nil when
+// there is any error: a revision with an error is not applied at all.
+func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
+	ds := append(schema.Diagnostics{}, snap.Diagnostics...)
+	d := &Desired{Revision: snap.Revision}
+
+	type job struct {
+		file, key, kind string
+		data            []byte
+	}
+	var jobs []job
+	paths := make([]string, 0, len(snap.Files))
+	for p := range snap.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	webhookFiles := 0
+	for _, p := range paths {
+		data := snap.Files[p]
+		if p == "factory.yaml" {
+			f, fds := schema.ParseFactoryFile(p, data)
+			ds = append(ds, fds...)
+			if f != nil {
+				d.Settings = *f
+			}
+			continue
+		}
+		dir, base := path.Split(p)
+		dir = strings.TrimSuffix(dir, "/")
+		ext := map[string]string{"webhooks": ".yaml", "automations": ".md"}[dir]
+		if ext == "" {
+			continue
+		}
+		key, ok := strings.CutSuffix(base, ext)
+		if !ok {
+			ds = append(ds, fileError(p, fmt.Sprintf("unexpected file: %s/ holds only <name>%s files", dir, ext)))
+			continue
+		}
+		if !ValidName(key) {
+			ds = append(ds, fileError(p, fmt.Sprintf("file name %q must match %s: lowercase letters, digits and '-', at most 63", key, namePattern)))
+			continue
+		}
+		if dir == "webhooks" {
+			webhookFiles++
+			if webhookFiles > factory.MaxWebhooksPerFactory {
+				ds = append(ds, fileError(p, fmt.Sprintf("too many webhooks: a factory has at most %d (this is webhook %d)", factory.MaxWebhooksPerFactory, webhookFiles)))
+				continue
+			}
+		}
+		jobs = append(jobs, job{file: p, key: key, kind: dir, data: data})
+	}
+
+	// Parsing is independent per file: spread it over the cores.
+	webhooks := make([]*schema.Webhook, len(jobs))
+	automations := make([]*schema.Automation, len(jobs))
+	fileDiags := make([]schema.Diagnostics, len(jobs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				if j.kind == "webhooks" {
+					webhooks[i], fileDiags[i] = schema.ParseWebhook(j.file, j.key, j.data)
+				} else {
+					automations[i], fileDiags[i] = schema.ParseAutomation(j.file, j.key, j.data)
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	names := map[string]string{} // case-folded display name → file
+	for i := range jobs {
+		ds = append(ds, fileDiags[i]...)
+		if w := webhooks[i]; w != nil {
+			folded := strings.ToLower(w.Name)
+			if other, dup := names[folded]; dup {
+				ds = append(ds, w.Doc.Diag(schema.Error, "/name", fmt.Sprintf("webhook name %q is already used by %s (names are compared ignoring case)", w.Name, other)))
+			}
+			names[folded] = jobs[i].file
+			d.Webhooks = append(d.Webhooks, w)
+		}
+		if a := automations[i]; a != nil {
+			d.Automations = append(d.Automations, a)
+		}
+	}
+	ds.Sort()
+	if ds.HasErrors() {
+		return nil, ds
+	}
+	return d, ds
+}
+
+func fileError(file, msg string) schema.Diagnostic {
+	return schema.Diagnostic{File: file, Line: 1, Column: 1, Message: msg, Severity: schema.Error}
+}

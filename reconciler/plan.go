@@ -1,0 +1,292 @@
+package reconciler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"factory/schema"
+	"factory/store"
+)
+
+// Actions of a change (cli.md).
+const (
+	ActionCreate = "create"
+	ActionUpdate = "update"
+	ActionDelete = "delete"
+	ActionNoop   = "noop"
+)
+
+// Kinds of a change.
+const (
+	KindWebhook    = "webhook"
+	KindAutomation = "automation"
+)
+
+// Change is what applying a revision does to one webhook or automation.
+type Change struct {
+	Action string   `json:"action"`
+	Kind   string   `json:"kind"`
+	Name   string   `json:"name"`
+	UID    *string  `json:"uid"`  // nil until known (a create without a pinned UID)
+	Keys   []string `json:"keys"` // changed keys of an update; never secret values
+	File   string   `json:"-"`
+}
+
+// Plan is the difference between a factory revision and the state, with
+// every diagnostic of the revision. The server applies exactly what
+// `reconcile --dry-run` shows, because both come from MakePlan.
+type Plan struct {
+	Factory  string
+	Revision string
+	// Stateless is true when there was no state to compare with: every
+	// webhook is a create, and references can only be warned about.
+	Stateless bool
+	// NewFactory is true when the factory was never applied.
+	NewFactory bool
+	// SettingsChanged lists the changed keys of factory.yaml.
+	SettingsChanged []string
+	Changes         []Change
+	Diagnostics     schema.Diagnostics
+}
+
+// Valid reports whether the revision can be applied.
+func (p *Plan) Valid() bool { return !p.Diagnostics.HasErrors() }
+
+// HasChanges reports whether applying would change the state.
+func (p *Plan) HasChanges() bool {
+	if p.NewFactory || len(p.SettingsChanged) > 0 {
+		return true
+	}
+	for _, c := range p.Changes {
+		if c.Action != ActionNoop {
+			return true
+		}
+	}
+	return false
+}
+
+// MakePlan compares a desired revision with the current state of the
+// factory. cur is nil for a dry-run without state. It reads nothing and
+// writes nothing: the same inputs always give the same plan.
+func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
+	p := &Plan{Factory: factoryName, Revision: d.Revision, Stateless: cur == nil}
+	if cur == nil {
+		cur = &store.State{Webhooks: map[string]*store.Webhook{}, Automations: map[string]*store.Automation{},
+			Pins: map[string]string{}, Secrets: map[string]*store.Secret{}}
+	}
+	p.NewFactory = cur.Factory == nil
+	if cur.Factory != nil {
+		if cur.Factory.Settings.Description != d.Settings.Description {
+			p.SettingsChanged = append(p.SettingsChanged, "description")
+		}
+		if cur.Factory.Settings.WebhookBaseURL != d.Settings.WebhookBaseURL {
+			p.SettingsChanged = append(p.SettingsChanged, "webhookBaseUrl")
+		}
+	}
+
+	// Which UIDs will answer after this revision, and which stop.
+	desiredKeys := map[string]*schema.Webhook{}
+	for _, w := range d.Webhooks {
+		desiredKeys[w.Key] = w
+	}
+	liveAfter := map[string]string{} // uid → key of a webhook that exists after apply
+	goneAfter := map[string]string{} // uid → why it will not answer
+	for _, w := range cur.Webhooks {
+		if _, ok := desiredKeys[w.Key]; ok {
+			liveAfter[w.UID] = w.Key
+		} else {
+			goneAfter[w.UID] = fmt.Sprintf("webhooks/%s.yaml, which this revision deletes", w.Key)
+		}
+	}
+	for key, uid := range cur.Pins {
+		if _, ok := desiredKeys[key]; ok && cur.Webhooks[key] == nil {
+			liveAfter[uid] = key
+		}
+	}
+	for _, w := range cur.DeletedWebhooks {
+		goneAfter[w.UID] = fmt.Sprintf("webhooks/%s.yaml, deleted earlier", w.Key)
+	}
+
+	var created []*schema.Webhook
+	for _, w := range d.Webhooks {
+		c := Change{Kind: KindWebhook, Name: w.Key, File: w.Doc.File, Keys: []string{}}
+		if old := cur.Webhooks[w.Key]; old == nil {
+			c.Action = ActionCreate
+			if uid, ok := cur.Pins[w.Key]; ok {
+				c.UID = &uid
+			}
+			created = append(created, w)
+		} else {
+			uid := old.UID
+			c.UID = &uid
+			c.Keys = webhookDiff(&old.Spec, w)
+			if sec := cur.Secrets[secretNameOf(factoryName, w)]; sec != nil && old.SecretName == sec.Name && sec.Version != old.SecretVersion {
+				c.Keys = append(c.Keys, "secret (rotated)")
+			}
+			c.Action = ActionUpdate
+			if len(c.Keys) == 0 {
+				c.Action = ActionNoop
+			}
+		}
+		p.Changes = append(p.Changes, c)
+		p.Diagnostics = append(p.Diagnostics, checkSecret(p, w, cur)...)
+	}
+	for _, old := range cur.SortedWebhooks() {
+		if desiredKeys[old.Key] == nil {
+			uid := old.UID
+			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindWebhook, Name: old.Key, UID: &uid,
+				File: "webhooks/" + old.Key + ".yaml", Keys: []string{}})
+		}
+	}
+
+	// Automations, and the webhooks they select.
+	selectors := map[string][]string{} // uid → automation keys selecting it
+	desiredAuto := map[string]bool{}
+	for _, a := range d.Automations {
+		desiredAuto[a.Key] = true
+		c := Change{Kind: KindAutomation, Name: a.Key, File: a.Doc.File, Keys: []string{}}
+		if old := cur.Automations[a.Key]; old == nil {
+			c.Action = ActionCreate
+		} else {
+			uid := old.UID
+			c.UID = &uid
+			c.Keys = automationDiff(&old.Spec, a)
+			c.Action = ActionUpdate
+			if len(c.Keys) == 0 {
+				c.Action = ActionNoop
+			}
+		}
+		p.Changes = append(p.Changes, c)
+		for ti, t := range a.Triggers {
+			for i, uid := range t.Filter.WebhookIDs {
+				ptr := fmt.Sprintf("/triggers/%d/filter/webhook_ids/%d", ti, i)
+				selectors[uid] = append(selectors[uid], a.Key)
+				switch {
+				case p.Stateless:
+					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
+						fmt.Sprintf("%s is not checked: this dry-run has no state (use --data or --server to check webhook UIDs)", uid)))
+				case liveAfter[uid] != "":
+				case goneAfter[uid] != "":
+					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
+						fmt.Sprintf("%s is %s: this trigger will not fire for it", uid, goneAfter[uid])))
+				default:
+					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Error, ptr,
+						fmt.Sprintf("no webhook of factory %q has UID %s (factory status lists them; a new webhook gets its UID when it first applies)", factoryName, uid)))
+				}
+			}
+		}
+	}
+	for _, old := range cur.SortedAutomations() {
+		if !desiredAuto[old.Key] {
+			uid := old.UID
+			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindAutomation, Name: old.Key, UID: &uid,
+				File: "automations/" + old.Key + ".md", Keys: []string{}})
+		}
+	}
+
+	// A rename is a delete and a create: say so, and who still points at
+	// the old UID.
+	for _, old := range cur.SortedWebhooks() {
+		if desiredKeys[old.Key] != nil {
+			continue
+		}
+		for _, w := range created {
+			if sameEndpoint(&old.Spec, w) {
+				msg := fmt.Sprintf("looks like a rename of webhooks/%s.yaml: renaming is a delete and a create, so %s stops answering (404) and this webhook gets a new UID and secret",
+					old.Key, old.UID)
+				if sel := selectors[old.UID]; len(sel) > 0 {
+					sort.Strings(sel)
+					msg += fmt.Sprintf("; automations still selecting %s: %s", old.UID, strings.Join(sel, ", "))
+				}
+				p.Diagnostics = append(p.Diagnostics, w.Doc.Diag(schema.Warning, "", msg))
+				break
+			}
+		}
+	}
+	p.Diagnostics.Sort()
+	return p
+}
+
+// checkSecret verifies a webhook's secretName against the store's secrets.
+func checkSecret(p *Plan, w *schema.Webhook, cur *store.State) schema.Diagnostics {
+	if w.SecretName == "" {
+		return nil
+	}
+	if p.Stateless {
+		return schema.Diagnostics{w.Doc.Diag(schema.Warning, "/secretName",
+			fmt.Sprintf("secret %q is not checked: this dry-run has no state (use --data or --server)", w.SecretName))}
+	}
+	sec := cur.Secrets[w.SecretName]
+	if sec == nil {
+		return schema.Diagnostics{w.Doc.Diag(schema.Error, "/secretName",
+			fmt.Sprintf("secret %q does not exist: create it first (factory secrets create %s --from-stdin)", w.SecretName, w.SecretName))}
+	}
+	if w.AuthMode == schema.AuthURLToken && !sec.URLSafe {
+		return schema.Diagnostics{w.Doc.Diag(schema.Error, "/secretName",
+			fmt.Sprintf("secret %q is not URL-safe: a url_token secret is at least 32 of A-Z a-z 0-9 _ - (rotate it, or use factory secrets create --url-safe)", w.SecretName))}
+	}
+	return nil
+}
+
+// secretNameOf is the managed secret a webhook uses: its secretName, or
+// the one generated for it (definitions.md).
+func secretNameOf(factoryName string, w *schema.Webhook) string {
+	if w.SecretName != "" {
+		return w.SecretName
+	}
+	return GeneratedSecretName(factoryName, w.Key)
+}
+
+// GeneratedSecretName names the secret generated for a webhook without
+// secretName.
+func GeneratedSecretName(factoryName, key string) string {
+	return "webhook-" + factoryName + "-" + key
+}
+
+func webhookDiff(old, w *schema.Webhook) []string {
+	keys := []string{}
+	add := func(k string, changed bool) {
+		if changed {
+			keys = append(keys, k)
+		}
+	}
+	add("name", old.Name != w.Name)
+	add("description", old.Description != w.Description)
+	add("authMode", old.AuthMode != w.AuthMode)
+	add("signatureScheme", old.SignatureScheme != w.SignatureScheme)
+	add("secretName", old.SecretName != w.SecretName)
+	add("deliveryIdHeader", old.DeliveryIDHeader != w.DeliveryIDHeader)
+	add("enabled", old.Enabled != w.Enabled)
+	return keys
+}
+
+func automationDiff(old, a *schema.Automation) []string {
+	keys := []string{}
+	add := func(k string, changed bool) {
+		if changed {
+			keys = append(keys, k)
+		}
+	}
+	add("title", old.Title != a.Title)
+	add("enabled", old.Enabled != a.Enabled)
+	add("triggers", !jsonEqual(old.Triggers, a.Triggers))
+	add("config", !bytes.Equal(old.Config, a.Config))
+	add("prompt", old.Prompt != a.Prompt)
+	return keys
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// sameEndpoint says whether two webhook definitions describe the same
+// sender, ignoring labels: the mark of a renamed file.
+func sameEndpoint(a, b *schema.Webhook) bool {
+	return a.AuthMode == b.AuthMode && a.SignatureScheme == b.SignatureScheme &&
+		a.SecretName == b.SecretName && a.DeliveryIDHeader == b.DeliveryIDHeader
+}

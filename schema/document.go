@@ -1,0 +1,92 @@
+package schema
+
+import (
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Document is a parsed YAML document that knows where each key and value
+// starts in its file. It is kept beside the decoded definition so that checks
+// made later (plan, references) can still point at a line.
+type Document struct {
+	File       string
+	root       *yaml.Node
+	lineOffset int // lines of the file before the YAML text (front matter)
+}
+
+// Pos returns the line and column (1-based) where the value at the JSON
+// pointer starts. When the pointer leads nowhere (a missing key), it returns
+// the position of the deepest value that exists on the way.
+func (d *Document) Pos(pointer string) (line, col int) {
+	n, _ := d.walk(pointer)
+	return d.at(n)
+}
+
+// KeyPos is Pos for the key of a mapping entry rather than its value; it
+// points at "foo" in "foo: bar". For a sequence item it is Pos.
+func (d *Document) KeyPos(pointer string) (line, col int) {
+	_, key := d.walk(pointer)
+	if key != nil {
+		return d.at(key)
+	}
+	return d.Pos(pointer)
+}
+
+// Diag builds a diagnostic positioned at the value the pointer names.
+func (d *Document) Diag(sev Severity, pointer, msg string) Diagnostic {
+	line, col := d.Pos(pointer)
+	return Diagnostic{File: d.File, Line: line, Column: col, Path: pointer, Message: msg, Severity: sev}
+}
+
+func (d *Document) at(n *yaml.Node) (int, int) {
+	if n == nil || n.Line == 0 {
+		return d.lineOffset + 1, 1
+	}
+	return n.Line + d.lineOffset, n.Column
+}
+
+// walk follows a JSON pointer and returns the deepest node reached and, when
+// the last step was a mapping key, that key's node.
+func (d *Document) walk(pointer string) (node, key *yaml.Node) {
+	n := d.root
+	if n == nil {
+		return nil, nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if pointer == "" || pointer == "/" {
+		return n, nil
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		n = resolve(n)
+		var next, k *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == tok {
+					k, next = n.Content[i], n.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+			}
+		}
+		if next == nil {
+			return n, nil
+		}
+		n, key = next, k
+	}
+	return n, key
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 64; i++ {
+		n = n.Alias
+	}
+	return n
+}

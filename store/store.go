@@ -1,0 +1,204 @@
+// Package store is the state store: the factories, webhooks, automations,
+// managed secrets and API keys the service knows, kept in pebble. It is the
+// only package that imports pebble; the rest of the service sees typed
+// records and batches that commit all or nothing.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// ErrLocked says another process holds the store open.
+var ErrLocked = errors.New("the store is in use by another process")
+
+// ErrNotFound says a record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is an open state store. Only one process can hold it open.
+type Store struct {
+	db  *pebble.DB
+	dir string
+}
+
+// Open opens (creating if needed) the store in dir/db. Files are created
+// with mode 0600 and directories with 0700: the store holds sealed secrets
+// and the state of every factory.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	opts := &pebble.Options{
+		FS:                 privateFS{vfs.Default},
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             quietLogger{},
+	}
+	db, err := pebble.Open(filepath.Join(dir, "db"), opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "lock") || strings.Contains(err.Error(), "temporarily unavailable") {
+			return nil, fmt.Errorf("open store %s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	return &Store{db: db, dir: dir}, nil
+}
+
+// Dir is the data directory the store lives in.
+func (s *Store) Dir() string { return s.dir }
+
+// Close flushes and closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) getJSON(key string, v any) error {
+	b, closer, err := s.db.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// scan calls fn with every value whose key starts with prefix, in key order.
+func (s *Store) scan(prefix string, fn func(key string, value []byte) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func scanJSON[T any](s *Store, prefix string) ([]*T, error) {
+	var out []*T
+	err := s.scan(prefix, func(key string, b []byte) error {
+		v := new(T)
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("decode %s: %w", key, err)
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+func prefixEnd(p string) []byte {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return b[:i+1]
+		}
+	}
+	return nil
+}
+
+// Batch collects writes that commit together, durably, or not at all.
+type Batch struct {
+	b   *pebble.Batch
+	err error
+}
+
+// NewBatch starts a batch of writes.
+func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
+
+func (b *Batch) putJSON(key string, v any) {
+	if b.err != nil {
+		return
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		b.err = fmt.Errorf("encode %s: %w", key, err)
+		return
+	}
+	b.err = b.b.Set([]byte(key), val, nil)
+}
+
+func (b *Batch) delete(key string) {
+	if b.err == nil {
+		b.err = b.b.Delete([]byte(key), nil)
+	}
+}
+
+// Commit writes the batch and syncs it to disk before returning.
+func (b *Batch) Commit() error {
+	defer b.b.Close()
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Abort drops the batch.
+func (b *Batch) Abort() { b.b.Close() }
+
+// privateFS creates every store file 0600 and directory 0700, whatever the
+// umask: secrets are sealed, but the state is still nobody else's business.
+type privateFS struct{ vfs.FS }
+
+func (fs privateFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	if err == nil {
+		_ = os.Chmod(name, 0o600)
+	}
+	return f, err
+}
+
+func (fs privateFS) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname)
+	if err == nil {
+		_ = os.Chmod(newname, 0o600)
+	}
+	return f, err
+}
+
+func (fs privateFS) MkdirAll(dir string, _ os.FileMode) error {
+	return fs.FS.MkdirAll(dir, 0o700)
+}
+
+func (fs privateFS) Lock(name string) (io.Closer, error) {
+	l, err := fs.FS.Lock(name)
+	if err == nil {
+		_ = os.Chmod(name, 0o600)
+	}
+	return l, err
+}
+
+// quietLogger keeps pebble's informational chatter out of the command's
+// output; fatal errors still stop the process.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{}) {}
+func (quietLogger) Errorf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "store: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "store: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func itoa(i int) string { return fmt.Sprintf("%010d", i) }
