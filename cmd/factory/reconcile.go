@@ -271,11 +271,16 @@ func escapeProperty(s string) string {
 
 // printPlan writes the terraform-like plan.
 func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
-	what := "Applied"
-	if dryRun {
-		what = "Plan for"
+	what := "Applied factory %s at revision %s"
+	switch {
+	case dryRun:
+		what = "Plan for factory %s at revision %s"
+	case !p.Valid():
+		what = "Refused factory %s at revision %s"
+	case !p.HasChanges():
+		what = "Factory %s is up to date at revision %s"
 	}
-	fmt.Fprintf(w, "%s factory %s at revision %s", what, p.Factory, p.Revision)
+	fmt.Fprintf(w, what, p.Factory, p.Revision)
 	switch {
 	case p.Stateless:
 		fmt.Fprint(w, " (no state: every webhook is new, references are not checked)")
@@ -319,6 +324,7 @@ func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
 	}
 	if !p.HasChanges() {
 		fmt.Fprintln(w, "  No changes: the state matches this revision.")
+		return
 	}
 	format := "\nPlan: %d to create, %d to update, %d to delete, %d unchanged.\n"
 	if !dryRun {

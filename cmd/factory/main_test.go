@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"factory": func() { os.Exit(Main()) }})
+}
+
+// TestScripts runs the command end to end: each testdata/script/*.txtar holds
+// a factory repository, the commands a user types, and what they see.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("FACTORY_DATA", "")
+			env.Setenv("FACTORY_SERVER", "")
+			env.Setenv("FACTORY_API_KEY", "")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"gen-webhooks": genWebhooks,
+			"writehex":     writeHex,
+			"bigfile":      bigFile,
+		},
+	})
+}
+
+// gen-webhooks DIR N writes N token webhooks, wh-01.yaml ... into DIR.
+func genWebhooks(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: gen-webhooks DIR N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	for i := 1; i <= n; i++ {
+		ts.Check(os.WriteFile(filepath.Join(dir, fmt.Sprintf("wh-%02d.yaml", i)), []byte("authMode: token\n"), 0o644))
+	}
+}
+
+// writehex FILE HEX writes raw bytes, for input that a txtar cannot hold.
+func writeHex(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: writehex FILE HEX")
+	}
+	b, err := hex.DecodeString(args[1])
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+}
+
+// bigfile FILE BYTES writes a YAML comment of that size.
+func bigFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: bigfile FILE BYTES")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '#'
+	}
+	b[n-1] = '\n'
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+}
