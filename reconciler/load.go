@@ -19,6 +19,10 @@ type Desired struct {
 	Settings    schema.FactoryFile
 	Webhooks    []*schema.Webhook    // by key
 	Automations []*schema.Automation // by key
+	// Broken holds the paths of definition files that have errors. They
+	// are neither applied nor deleted: a plan of a revision with broken
+	// files still checks the other files, but is not applied.
+	Broken map[string]bool
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -27,11 +31,14 @@ var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 func ValidName(s string) bool { return namePattern.MatchString(s) }
 
 // Load parses and validates every file of a snapshot and reports every
-// problem of every file, sorted by file and position. Desired is nil when
-// there is any error: a revision with an error is not applied at all.
+// problem of every file, sorted by file and position. Desired holds the
+// files that are valid; with any error the revision must not be applied.
 func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	ds := append(schema.Diagnostics{}, snap.Diagnostics...)
-	d := &Desired{Revision: snap.Revision}
+	d := &Desired{Revision: snap.Revision, Broken: map[string]bool{}}
+	for _, sd := range snap.Diagnostics {
+		d.Broken[sd.File] = true
+	}
 
 	type job struct {
 		file, key, kind string
@@ -62,16 +69,19 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 		}
 		key, ok := strings.CutSuffix(base, ext)
 		if !ok {
+			d.Broken[p] = true
 			ds = append(ds, fileError(p, fmt.Sprintf("unexpected file: %s/ holds only <name>%s files", dir, ext)))
 			continue
 		}
 		if !ValidName(key) {
+			d.Broken[p] = true
 			ds = append(ds, fileError(p, fmt.Sprintf("file name %q must match %s: lowercase letters, digits and '-', at most 63", key, namePattern)))
 			continue
 		}
 		if dir == "webhooks" {
 			webhookFiles++
 			if webhookFiles > factory.MaxWebhooksPerFactory {
+				d.Broken[p] = true
 				ds = append(ds, fileError(p, fmt.Sprintf("too many webhooks: a factory has at most %d (this is webhook %d)", factory.MaxWebhooksPerFactory, webhookFiles)))
 				continue
 			}
@@ -108,6 +118,9 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	names := map[string]string{} // case-folded display name → file
 	for i := range jobs {
 		ds = append(ds, fileDiags[i]...)
+		if fileDiags[i].HasErrors() {
+			d.Broken[jobs[i].file] = true
+		}
 		if w := webhooks[i]; w != nil {
 			folded := strings.ToLower(w.Name)
 			if other, dup := names[folded]; dup {
@@ -121,9 +134,6 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 		}
 	}
 	ds.Sort()
-	if ds.HasErrors() {
-		return nil, ds
-	}
 	return d, ds
 }
 

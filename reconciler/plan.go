@@ -94,8 +94,12 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 	}
 	liveAfter := map[string]string{} // uid → key of a webhook that exists after apply
 	goneAfter := map[string]string{} // uid → why it will not answer
+	broken := func(kind, key string) bool {
+		ext := map[string]string{KindWebhook: ".yaml", KindAutomation: ".md"}[kind]
+		return d.Broken[kind+"s/"+key+ext]
+	}
 	for _, w := range cur.Webhooks {
-		if _, ok := desiredKeys[w.Key]; ok {
+		if _, ok := desiredKeys[w.Key]; ok || broken(KindWebhook, w.Key) {
 			liveAfter[w.UID] = w.Key
 		} else {
 			goneAfter[w.UID] = fmt.Sprintf("webhooks/%s.yaml, which this revision deletes", w.Key)
@@ -135,7 +139,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 		p.Diagnostics = append(p.Diagnostics, checkSecret(p, w, cur)...)
 	}
 	for _, old := range cur.SortedWebhooks() {
-		if desiredKeys[old.Key] == nil {
+		if desiredKeys[old.Key] == nil && !broken(KindWebhook, old.Key) {
 			uid := old.UID
 			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindWebhook, Name: old.Key, UID: &uid,
 				File: "webhooks/" + old.Key + ".yaml", Keys: []string{}})
@@ -180,7 +184,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 		}
 	}
 	for _, old := range cur.SortedAutomations() {
-		if !desiredAuto[old.Key] {
+		if !desiredAuto[old.Key] && !broken(KindAutomation, old.Key) {
 			uid := old.UID
 			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindAutomation, Name: old.Key, UID: &uid,
 				File: "automations/" + old.Key + ".md", Keys: []string{}})
@@ -190,7 +194,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 	// A rename is a delete and a create: say so, and who still points at
 	// the old UID.
 	for _, old := range cur.SortedWebhooks() {
-		if desiredKeys[old.Key] != nil {
+		if desiredKeys[old.Key] != nil || broken(KindWebhook, old.Key) {
 			continue
 		}
 		for _, w := range created {

@@ -35,14 +35,14 @@ func Check(ctx context.Context, src Source, name string, st StateReader) (*Check
 		}
 	}
 	desired, ds := Load(snap)
-	if desired == nil {
-		return &Checked{Plan: &Plan{Factory: name, Revision: snap.Revision, Stateless: cur == nil,
-			NewFactory: cur == nil || cur.Factory == nil, Diagnostics: ds}, State: cur}, nil
-	}
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
 	p.Diagnostics.Sort()
-	return &Checked{Plan: p, Desired: desired, State: cur}, nil
+	c := &Checked{Plan: p, State: cur}
+	if p.Valid() {
+		c.Desired = desired
+	}
+	return c, nil
 }
 
 // Sync runs the whole pipeline for one factory: fetch, load, plan, and

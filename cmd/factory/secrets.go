@@ -154,6 +154,9 @@ func (a *app) putSecret(name string, fromStdin, urlSafe, rotate bool) error {
 		return err
 	}
 
+	if rotate && old.Generated && fromStdin {
+		return fmt.Errorf("secret %q was generated for a webhook: rotate it without --from-stdin, or give the webhook a secretName", name)
+	}
 	var value []byte
 	generated := !fromStdin
 	if fromStdin {
@@ -178,15 +181,14 @@ func (a *app) putSecret(name string, fromStdin, urlSafe, rotate bool) error {
 	}
 
 	now := time.Now().UTC()
-	sec := &store.Secret{Name: name, Version: 1, URLSafe: secrets.URLSafe(value), Generated: generated,
-		CreatedAt: now, RotatedAt: now}
+	// Generated marks a secret the service generated for a webhook: it is
+	// revealed through the webhook, once, and rotated by generating again.
+	sec := &store.Secret{Name: name, Version: 1, URLSafe: secrets.URLSafe(value), CreatedAt: now, RotatedAt: now}
 	if rotate {
 		sec.Version = old.Version + 1
 		sec.CreatedAt = old.CreatedAt
 		sec.Format = old.Format
-		// A secret generated for a webhook stays the webhook's, and its new
-		// value can be revealed once, like the first.
-		sec.Generated = generated && old.Generated
+		sec.Generated = old.Generated
 	}
 	sealed, err := kr.Seal(name, value)
 	if err != nil {
