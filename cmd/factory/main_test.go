@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -30,6 +31,7 @@ func TestScripts(t *testing.T) {
 			"gen-webhooks": genWebhooks,
 			"writehex":     writeHex,
 			"bigfile":      bigFile,
+			"waitfile":     waitFile,
 		},
 	})
 }
@@ -71,4 +73,19 @@ func bigFile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	b[n-1] = '\n'
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+}
+
+// waitfile FILE waits up to 20 s for a file to exist (a server's address).
+func waitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: waitfile FILE")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not appear within 20s", args[0])
 }

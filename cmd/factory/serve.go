@@ -38,10 +38,6 @@ read commands (status, reconcile --dry-run) go through it.`,
 			if err != nil {
 				return err
 			}
-			if publicURL == "" {
-				publicURL = "http://" + listen
-			}
-			publicURL = strings.TrimRight(publicURL, "/")
 			s, err := a.openStore()
 			if err != nil {
 				return err
@@ -62,14 +58,19 @@ read commands (status, reconcile --dry-run) go through it.`,
 			if err := a.ensureAdminKey(s); err != nil {
 				return err
 			}
-			b := s.NewBatch()
-			b.PutMeta("public_url", publicURL)
-			if err := b.Commit(); err != nil {
-				return err
-			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			if publicURL == "" {
+				publicURL = "http://" + ln.Addr().String()
+			}
+			publicURL = strings.TrimRight(publicURL, "/")
+			b := s.NewBatch()
+			b.PutMeta("public_url", publicURL)
+			if err := b.Commit(); err != nil {
+				ln.Close()
+				return err
 			}
 			log := slog.New(slog.NewTextHandler(a.stderr, nil))
 			srv := server.New(server.Config{
