@@ -90,3 +90,12 @@ func resolve(n *yaml.Node) *yaml.Node {
 	}
 	return n
 }
+
+// ParseDocument parses YAML into a Document for position lookups alone.
+func ParseDocument(file string, data []byte) (*Document, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	return &Document{File: file, root: &root}, nil
+}
