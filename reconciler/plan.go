@@ -149,6 +149,14 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 	// Automations, and the webhooks they select.
 	selectors := map[string][]string{} // uid → automation keys selecting it
 	desiredAuto := map[string]bool{}
+	// Without state, each UID is warned about once, where it is first
+	// selected: a thousand identical warnings would bury the real ones.
+	type firstUse struct {
+		doc *schema.Document
+		ptr string
+	}
+	unchecked := map[string]firstUse{}
+	var uncheckedOrder []string
 	for _, a := range d.Automations {
 		desiredAuto[a.Key] = true
 		c := Change{Kind: KindAutomation, Name: a.Key, File: a.Doc.File, Keys: []string{}}
@@ -170,8 +178,10 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 				selectors[uid] = append(selectors[uid], a.Key)
 				switch {
 				case p.Stateless:
-					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
-						fmt.Sprintf("%s is not checked: this dry-run has no state (use --data or --server to check webhook UIDs)", uid)))
+					if _, seen := unchecked[uid]; !seen {
+						unchecked[uid] = firstUse{a.Doc, ptr}
+						uncheckedOrder = append(uncheckedOrder, uid)
+					}
 				case liveAfter[uid] != "":
 				case goneAfter[uid] != "":
 					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
@@ -182,6 +192,14 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 				}
 			}
 		}
+	}
+	for _, uid := range uncheckedOrder {
+		msg := fmt.Sprintf("%s is not checked: this dry-run has no state (use --data or --server to check webhook UIDs)", uid)
+		if n := len(selectors[uid]); n > 1 {
+			msg += fmt.Sprintf("; %d automations select it", n)
+		}
+		u := unchecked[uid]
+		p.Diagnostics = append(p.Diagnostics, u.doc.Diag(schema.Warning, u.ptr, msg))
 	}
 	for _, old := range cur.SortedAutomations() {
 		if !desiredAuto[old.Key] && !broken(KindAutomation, old.Key) {

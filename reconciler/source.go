@@ -13,8 +13,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"factory"
 	"factory/schema"
@@ -117,11 +119,38 @@ func (r *dirReader) dir(rel string) {
 		r.problem(rel, fmt.Sprintf("cannot read directory: %v", err))
 		return
 	}
+	var names []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue // .gitkeep and editors' swap files
+		if !strings.HasPrefix(e.Name(), ".") { // .gitkeep and editors' swap files
+			names = append(names, rel+"/"+e.Name())
 		}
-		r.file(rel+"/"+e.Name(), false)
+	}
+	// A factory can hold a thousand files: read them on every core, each
+	// into its own reader, and merge in name order.
+	workers := min(2*runtime.GOMAXPROCS(0), len(names))
+	parts := make([]dirReader, len(names))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				parts[i] = dirReader{root: r.root, snap: &Snapshot{Files: map[string][]byte{}}}
+				parts[i].file(names[i], false)
+			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, p := range parts {
+		for name, b := range p.snap.Files {
+			r.snap.Files[name] = b
+		}
+		r.snap.Diagnostics = append(r.snap.Diagnostics, p.snap.Diagnostics...)
 	}
 }
 

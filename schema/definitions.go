@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -69,26 +68,12 @@ type FactoryFile struct {
 
 // ParseWebhook decodes and validates webhooks/<key>.yaml.
 func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
-	v, doc, ds := decodeYAML(file, data, 0)
-	if ds != nil {
+	v, doc, ds := parse(file, data, 0, KindWebhook)
+	if len(ds) > 0 {
 		return nil, ds
 	}
-	if v == nil {
-		v = map[string]any{} // an empty file is a token webhook with defaults
-	}
-	if ds := validate(doc, KindWebhook, v); len(ds) > 0 {
-		return nil, ds
-	}
-	var raw struct {
-		Webhook
-		Enabled *bool `json:"enabled"`
-	}
-	if err := remarshal(v, &raw); err != nil {
-		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
-	}
-	w := raw.Webhook
+	w := webhookFrom(v.(map[string]any))
 	w.Key, w.Doc = key, doc
-	w.Enabled = raw.Enabled == nil || *raw.Enabled
 	if w.Name == "" {
 		w.Name = key
 	}
@@ -105,18 +90,7 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 	if err != nil {
 		return nil, Diagnostics{{File: file, Line: 1, Column: 1, Message: err.Error(), Severity: Error}}
 	}
-	v, doc, ds := decodeYAML(file, front, frontLine-1)
-	if ds != nil {
-		return nil, ds
-	}
-	if v == nil {
-		v = map[string]any{}
-	}
-	ds = validate(doc, KindAutomation, v)
-	if strings.TrimSpace(string(body)) == "" {
-		ds = append(ds, Diagnostic{File: file, Line: bodyLine, Column: 1,
-			Message: "the prompt is empty: write it after the closing \"---\" line", Severity: Error})
-	}
+	v, doc, ds := parse(file, front, frontLine-1, KindAutomation)
 	if m, ok := v.(map[string]any); ok {
 		if triggers, ok := m["triggers"].([]any); ok {
 			for i, t := range triggers {
@@ -126,19 +100,15 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 			}
 		}
 	}
+	if strings.TrimSpace(string(body)) == "" {
+		ds = append(ds, Diagnostic{File: file, Line: bodyLine, Column: 1,
+			Message: "the prompt is empty: write it after the closing \"---\" line", Severity: Error})
+	}
 	if len(ds) > 0 {
 		return nil, ds
 	}
-	var raw struct {
-		Automation
-		Enabled *bool `json:"enabled"`
-	}
-	if err := remarshal(v, &raw); err != nil {
-		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
-	}
-	a := raw.Automation
+	a := automationFrom(v.(map[string]any))
 	a.Key, a.Doc = key, doc
-	a.Enabled = raw.Enabled == nil || *raw.Enabled
 	a.Prompt = strings.TrimLeft(string(body), "\r\n")
 	if a.Title == "" {
 		a.Title = key
@@ -148,35 +118,19 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 
 // ParseFactoryFile decodes and validates factory.yaml.
 func ParseFactoryFile(file string, data []byte) (*FactoryFile, Diagnostics) {
-	v, doc, ds := decodeYAML(file, data, 0)
-	if ds != nil {
+	v, _, ds := parse(file, data, 0, KindFactory)
+	if len(ds) > 0 {
 		return nil, ds
 	}
-	if v == nil {
-		return &FactoryFile{}, nil
-	}
-	if ds := validate(doc, KindFactory, v); len(ds) > 0 {
-		return nil, ds
-	}
-	var f FactoryFile
-	if err := remarshal(v, &f); err != nil {
-		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
-	}
-	f.WebhookBaseURL = strings.TrimRight(f.WebhookBaseURL, "/")
-	return &f, nil
+	m := v.(map[string]any)
+	return &FactoryFile{Description: str(m, "description"), WebhookBaseURL: strings.TrimRight(str(m, "webhookBaseUrl"), "/")}, nil
 }
 
 // ValidateDocument decodes YAML and validates it against an embedded schema,
 // returning the JSON text. The server config file goes through here.
 func ValidateDocument(file string, data []byte, k Kind) ([]byte, Diagnostics) {
-	v, doc, ds := decodeYAML(file, data, 0)
-	if ds != nil {
-		return nil, ds
-	}
-	if v == nil {
-		v = map[string]any{}
-	}
-	if ds := validate(doc, k, v); len(ds) > 0 {
+	v, doc, ds := parse(file, data, 0, k)
+	if len(ds) > 0 {
 		return nil, ds
 	}
 	b, err := json.Marshal(v)
@@ -184,19 +138,6 @@ func ValidateDocument(file string, data []byte, k Kind) ([]byte, Diagnostics) {
 		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
 	}
 	return b, nil
-}
-
-// remarshal converts a validated JSON value into a typed definition. Maps are
-// marshalled with sorted keys, so embedded raw JSON (config, payload filter)
-// comes out canonical and compares equal when the YAML means the same.
-func remarshal(v any, out any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	return d.Decode(out)
 }
 
 // checkFilterLimits enforces the limits of filters.md that a schema cannot

@@ -3,6 +3,7 @@ package schema
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -14,6 +15,23 @@ type Document struct {
 	File       string
 	root       *yaml.Node
 	lineOffset int // lines of the file before the YAML text (front matter)
+
+	// A document that passed validation is parsed for positions only when
+	// one is asked for (a warning): most never are.
+	lazy []byte
+	once sync.Once
+}
+
+func (d *Document) ensure() {
+	d.once.Do(func() {
+		if d.root == nil && d.lazy != nil {
+			var root yaml.Node
+			if yaml.Unmarshal(d.lazy, &root) == nil {
+				d.root = &root
+			}
+			d.lazy = nil
+		}
+	})
 }
 
 // Pos returns the line and column (1-based) where the value at the JSON
@@ -50,6 +68,7 @@ func (d *Document) at(n *yaml.Node) (int, int) {
 // walk follows a JSON pointer and returns the deepest node reached and, when
 // the last step was a mapping key, that key's node.
 func (d *Document) walk(pointer string) (node, key *yaml.Node) {
+	d.ensure()
 	n := d.root
 	if n == nil {
 		return nil, nil

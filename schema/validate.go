@@ -114,20 +114,14 @@ func validate(doc *Document, k Kind, v any) Diagnostics {
 // filter grammar checker instead, because its leaves (one per alternative)
 // would only confuse.
 func collect(doc *Document, root any, ve *jsonschema.ValidationError, ds *Diagnostics) {
-	if strings.HasPrefix(ve.AbsoluteKeywordLocation, baseURL+"filter.json") && strings.HasSuffix(ve.KeywordLocation, "/oneOf") {
-		v := lookup(root, ve.InstanceLocation)
-		if isNestedFilter(v) {
-			// Only the third alternative (a nested filter) can apply: its
-			// failures, deeper down, are the real ones.
-			for _, c := range ve.Causes {
-				if strings.HasPrefix(c.KeywordLocation, ve.KeywordLocation+"/2") {
-					collect(doc, root, c, ds)
-				}
-			}
+	// A payload filter condition that is not one of the grammar's three
+	// forms is explained as a whole, with what to write instead. Nested
+	// filters are descended into: their own conditions explain themselves.
+	if strings.HasPrefix(ve.AbsoluteKeywordLocation, baseURL+"filter.json#/$defs/condition") {
+		if v := lookup(root, ve.InstanceLocation); !isNestedFilter(v) {
+			*ds = append(*ds, doc.Diag(Error, ve.InstanceLocation, filterHint(v)))
 			return
 		}
-		*ds = append(*ds, doc.Diag(Error, ve.InstanceLocation, filterHint(v)))
-		return
 	}
 	if h, ok := hint(ve); ok {
 		*ds = append(*ds, doc.Diag(Error, ve.InstanceLocation, h))

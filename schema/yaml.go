@@ -18,6 +18,47 @@ import (
 
 var lineRE = regexp.MustCompile(`line (\d+)`)
 
+// documentMarker finds "---" or "..." at the start of a line after the
+// first: a second document, which sigs.k8s.io/yaml would silently ignore.
+var documentMarker = regexp.MustCompile(`\n(---|\.\.\.)([ \t\r]|\n|$)`)
+
+// parse decodes a YAML document and validates it against a schema.
+//
+// The common case, a valid file, takes the fast path: one parse with
+// sigs.k8s.io/yaml and the fast checker; positions are parsed later, only
+// if a warning asks for one. Anything else takes the slow path, which
+// parses for positions and reports every problem with its line.
+func parse(file string, data []byte, lineOffset int, k Kind) (any, *Document, Diagnostics) {
+	if fast := fastSchema(k); fast != nil && utf8.Valid(data) && !documentMarker.Match(data) {
+		if js, err := k8syaml.YAMLToJSONStrict(data); err == nil {
+			if v, err := decodeJSON(js); err == nil {
+				if v == nil {
+					v = map[string]any{}
+				}
+				if fast.valid(v) {
+					return v, &Document{File: file, lineOffset: lineOffset, lazy: data}, nil
+				}
+			}
+		}
+	}
+	v, doc, ds := decodeYAML(file, data, lineOffset)
+	if ds != nil {
+		return nil, doc, ds
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	return v, doc, validate(doc, k, v)
+}
+
+func decodeJSON(js []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}
+
 // decodeYAML parses one YAML document into a JSON value (numbers as
 // json.Number) and a Document that maps JSON pointers back to positions.
 // lineOffset is the number of lines of the file before the YAML starts.
@@ -51,10 +92,8 @@ func decodeYAML(file string, data []byte, lineOffset int) (any, *Document, Diagn
 	if err != nil {
 		return nil, doc, Diagnostics{syntaxDiag(doc, err)}
 	}
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := decodeJSON(js)
+	if err != nil {
 		return nil, doc, Diagnostics{doc.Diag(Error, "", fmt.Sprintf("cannot convert YAML to JSON: %v", err))}
 	}
 	return v, doc, nil
