@@ -124,3 +124,12 @@ func (c *Client) FactoryState(name string) (*store.State, error) {
 	out := &store.State{}
 	return out, c.Do(context.Background(), http.MethodGet, "/v1/admin/factories/"+url.PathEscape(name)+"/state", nil, out)
 }
+
+// RevealSecret reads a webhook's generated secret, which works once.
+func (c *Client) RevealSecret(ctx context.Context, uid string) (string, error) {
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/webhooks/"+url.PathEscape(uid)+"/reveal-secret", nil, &out)
+	return out.Secret, err
+}

@@ -203,5 +203,9 @@ func FailureMessage(cause error, ds schema.Diagnostics) string {
 		}
 		lines = append(lines, d.String())
 	}
-	return fmt.Sprintf("invalid revision (%d errors): %s", len(errs), strings.Join(lines, "; "))
+	noun := "errors"
+	if len(errs) == 1 {
+		noun = "error"
+	}
+	return fmt.Sprintf("invalid revision (%d %s): %s", len(errs), noun, strings.Join(lines, "; "))
 }

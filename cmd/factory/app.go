@@ -92,6 +92,19 @@ func (a *app) openStore() (*store.Store, error) {
 	return s, err
 }
 
+// storeHeldByServer reports whether a running server holds the store.
+func (a *app) storeHeldByServer() bool {
+	if _, ok := a.runningServer(); !ok {
+		return false
+	}
+	s, err := store.Open(a.dataDir())
+	if err == nil {
+		s.Close()
+		return false // a server.json left by a server that died
+	}
+	return errors.Is(err, store.ErrLocked)
+}
+
 func (a *app) keyring() (*secrets.Keyring, error) { return secrets.LoadKeyring(a.dataDir()) }
 
 func (a *app) runningServer() (*server.Info, bool) {

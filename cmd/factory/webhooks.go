@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory"
+	"factory/client"
 	"factory/reconciler"
+	"factory/server"
 	"factory/store"
 )
 
@@ -23,7 +25,7 @@ func (a *app) webhooksCmd() *cobra.Command {
 		Long: `Print the secret the service generated for a webhook without secretName. It can be
 read exactly once; after that it can only be rotated (factory secrets rotate).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.reveal(args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error { return a.reveal(cmd, args[0]) },
 	}
 	var uid string
 	imp := &cobra.Command{
@@ -73,7 +75,10 @@ func findWebhook(s *store.Store, arg string) (*store.Webhook, error) {
 	return nil, fmt.Errorf("%q is ambiguous: say which factory: %v", arg, names)
 }
 
-func (a *app) reveal(arg string) error {
+func (a *app) reveal(cmd *cobra.Command, arg string) error {
+	if u := a.serverURL(); u != "" || a.storeHeldByServer() {
+		return a.revealRemote(cmd, arg)
+	}
 	s, err := a.openStore()
 	if err != nil {
 		return err
@@ -83,42 +88,64 @@ func (a *app) reveal(arg string) error {
 	if err != nil {
 		return err
 	}
-	sec, err := s.Secret(w.SecretName)
-	if err != nil {
-		return fmt.Errorf("read secret %s: %w", w.SecretName, err)
-	}
-	if !sec.Generated {
-		return fmt.Errorf("webhook %s/%s uses secret %q, which was supplied, not generated: it is never revealed", w.Factory, w.Key, sec.Name)
-	}
-	if sec.Revealed {
-		return fmt.Errorf("the secret of webhook %s/%s was already revealed; rotate it to get a new one (factory secrets rotate %s, then reveal)", w.Factory, w.Key, sec.Name)
-	}
-	if sec.Version != w.SecretVersion {
-		return fmt.Errorf("secret %s was rotated and webhook %s/%s has not synced it yet: sync the factory first", sec.Name, w.Factory, w.Key)
-	}
 	kr, err := a.keyring()
 	if err != nil {
 		return err
 	}
-	sealed, err := s.SealedSecret(sec.Name, sec.Version)
-	if err != nil {
-		return err
+	value, err := server.RevealSecret(s, kr, w)
+	var apiErr *server.Error
+	if errors.As(err, &apiErr) {
+		return errors.New(apiErr.Message)
 	}
-	value, err := kr.Open(sec.Name, sealed)
 	if err != nil {
-		return err
-	}
-	// Mark it revealed durably before printing: a crash may lose the one
-	// showing, but can never show it twice.
-	cp := *sec
-	cp.Revealed = true
-	b := s.NewBatch()
-	b.PutSecret(&cp, nil)
-	if err := b.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "Secret of webhook %s/%s (%s), shown this once:\n", w.Factory, w.Key, w.UID)
 	fmt.Fprintln(a.stdout, string(value))
+	return nil
+}
+
+// revealRemote reveals through the server that holds the store.
+func (a *app) revealRemote(cmd *cobra.Command, arg string) error {
+	v, err := a.view()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	rv, ok := v.(remoteView)
+	if !ok {
+		return errors.New("expected a server")
+	}
+	sts, err := rv.Statuses(cmd.Context())
+	if err != nil {
+		return err
+	}
+	fac, name := splitName(arg)
+	var uids []string
+	for _, st := range sts {
+		for _, w := range st.Webhooks {
+			if w.UID == arg || w.Name == name && (fac == "" || st.Name == fac) {
+				uids = append(uids, w.UID)
+			}
+		}
+	}
+	switch len(uids) {
+	case 0:
+		return fmt.Errorf("no webhook %q (factory status lists them)", arg)
+	case 1:
+	default:
+		return fmt.Errorf("%q is ambiguous: say which factory, as FACTORY/NAME", arg)
+	}
+	secret, err := rv.RevealSecret(cmd.Context(), uids[0])
+	var cerr *client.Error
+	if errors.As(err, &cerr) && cerr.Detail != "" {
+		return errors.New(cerr.Detail)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "Secret of webhook %s (%s), shown this once:\n", arg, uids[0])
+	fmt.Fprintln(a.stdout, secret)
 	return nil
 }
 
