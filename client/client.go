@@ -87,21 +87,10 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, ou
 	return nil
 }
 
-// FactorySummary is one entry of GET /v1/factories.
-type FactorySummary struct {
-	UID        string     `json:"uid"`
-	Name       string     `json:"name"`
-	ForemanUID string     `json:"foreman_uid"`
-	Source     string     `json:"source"`
-	Revision   string     `json:"revision"`
-	SyncedAt   *time.Time `json:"synced_at"`
-	Ready      bool       `json:"ready"`
-}
-
 // Factories lists the server's factories.
-func (c *Client) Factories(ctx context.Context) ([]FactorySummary, error) {
+func (c *Client) Factories(ctx context.Context) ([]reconciler.FactorySummary, error) {
 	var out struct {
-		Factories []FactorySummary `json:"factories"`
+		Factories []reconciler.FactorySummary `json:"factories"`
 	}
 	return out.Factories, c.Do(ctx, http.MethodGet, "/v1/factories", nil, &out)
 }

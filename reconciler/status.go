@@ -24,6 +24,27 @@ type FactoryStatus struct {
 	Automations       []AutomationStatus `json:"automations"`
 }
 
+// FactorySummary is one factory in GET /v1/factories.
+type FactorySummary struct {
+	UID        string     `json:"uid"`
+	Name       string     `json:"name"`
+	ForemanUID string     `json:"foreman_uid"`
+	Source     string     `json:"source"`
+	Revision   string     `json:"revision"`
+	SyncedAt   *time.Time `json:"synced_at"`
+	Ready      bool       `json:"ready"`
+}
+
+// Summary is the factory's entry in a list of factories.
+func Summary(f *store.Factory) FactorySummary {
+	sm := FactorySummary{UID: f.UID, Name: f.Name, ForemanUID: f.ForemanUID, Source: f.Source, Revision: f.Revision, Ready: f.Ready}
+	if !f.SyncedAt.IsZero() {
+		t := f.SyncedAt
+		sm.SyncedAt = &t
+	}
+	return sm
+}
+
 // WebhookStatus is one webhook in a status.
 type WebhookStatus struct {
 	Name            string     `json:"name"`

@@ -224,23 +224,9 @@ func (s *Server) listFactories(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type summary struct {
-		UID        string     `json:"uid"`
-		Name       string     `json:"name"`
-		ForemanUID string     `json:"foreman_uid"`
-		Source     string     `json:"source"`
-		Revision   string     `json:"revision"`
-		SyncedAt   *time.Time `json:"synced_at"`
-		Ready      bool       `json:"ready"`
-	}
-	out := []summary{}
+	out := []reconciler.FactorySummary{}
 	for _, f := range fs {
-		sm := summary{UID: f.UID, Name: f.Name, ForemanUID: f.ForemanUID, Source: f.Source, Revision: f.Revision, Ready: f.Ready}
-		if !f.SyncedAt.IsZero() {
-			t := f.SyncedAt
-			sm.SyncedAt = &t
-		}
-		out = append(out, sm)
+		out = append(out, reconciler.Summary(f))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"factories": out})
 	return nil

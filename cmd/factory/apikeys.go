@@ -42,18 +42,15 @@ func (a *app) apikeysCmd() *cobra.Command {
 			if scope != store.ScopeRuns && scope != store.ScopeAdmin {
 				return fmt.Errorf("--scope must be runs or admin, not %q", scope)
 			}
-			s, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			key, err := createAPIKey(s, args[0], scope)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "Created API key %s (scope %s), shown this once:\n", args[0], scope)
-			fmt.Fprintln(a.stdout, key)
-			return nil
+			return a.withStore(func(s *store.Store) error {
+				key, err := createAPIKey(s, args[0], scope)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stderr, "Created API key %s (scope %s), shown this once:\n", args[0], scope)
+				fmt.Fprintln(a.stdout, key)
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&scope, "scope", store.ScopeRuns, "runs (the Agents API) or admin (also webhooks, factories, sync)")
@@ -63,31 +60,28 @@ func (a *app) apikeysCmd() *cobra.Command {
 		Short: "List API keys: names, scopes and prefixes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			keys, err := s.APIKeys()
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				if keys == nil {
-					keys = []*store.APIKey{}
+			return a.withStore(func(s *store.Store) error {
+				keys, err := s.APIKeys()
+				if err != nil {
+					return err
 				}
-				return printJSON(a.stdout, map[string]any{"api_keys": keys})
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSCOPE\tPREFIX\tCREATED\tREVOKED")
-			for _, k := range keys {
-				revoked := "-"
-				if k.RevokedAt != nil {
-					revoked = k.RevokedAt.Format(time.RFC3339)
+				if output == "json" {
+					if keys == nil {
+						keys = []*store.APIKey{}
+					}
+					return printJSON(a.stdout, map[string]any{"api_keys": keys})
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\n", k.Name, k.Scope, k.Prefix, k.CreatedAt.Format(time.RFC3339), revoked)
-			}
-			return tw.Flush()
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSCOPE\tPREFIX\tCREATED\tREVOKED")
+				for _, k := range keys {
+					revoked := "-"
+					if k.RevokedAt != nil {
+						revoked = k.RevokedAt.Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\n", k.Name, k.Scope, k.Prefix, k.CreatedAt.Format(time.RFC3339), revoked)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	outputFlag(list, &output, "text", "json")
@@ -96,27 +90,24 @@ func (a *app) apikeysCmd() *cobra.Command {
 		Short: "Revoke an API key at once (give the key itself)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			k, err := s.APIKeyByValue(args[0])
-			if errors.Is(err, store.ErrNotFound) {
-				return errors.New("no such API key")
-			}
-			if err != nil {
-				return err
-			}
-			now := time.Now().UTC()
-			k.RevokedAt = &now
-			b := s.NewBatch()
-			b.PutAPIKey(args[0], k)
-			if err := b.Commit(); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "Revoked API key %s.\n", k.Name)
-			return nil
+			return a.withStore(func(s *store.Store) error {
+				k, err := s.APIKeyByValue(args[0])
+				if errors.Is(err, store.ErrNotFound) {
+					return errors.New("no such API key")
+				}
+				if err != nil {
+					return err
+				}
+				now := time.Now().UTC()
+				k.RevokedAt = &now
+				b := s.NewBatch()
+				b.PutAPIKey(args[0], k)
+				if err := b.Commit(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "Revoked API key %s.\n", k.Name)
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, list, revoke)

@@ -105,6 +105,38 @@ func (a *app) storeHeldByServer() bool {
 	return errors.Is(err, store.ErrLocked)
 }
 
+// withStore runs fn with the store open for writing, and closes it.
+func (a *app) withStore(fn func(s *store.Store) error) error {
+	s, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(s)
+}
+
+// applierFor opens the store and the keyring for applying a source, and
+// resolves which factory the source is applied to. The caller closes the
+// applier's store.
+func (a *app) applierFor(nameFlag string, src reconciler.Source) (*reconciler.Applier, string, error) {
+	s, err := a.openStore()
+	if err != nil {
+		return nil, "", err
+	}
+	kr, err := a.keyring()
+	if err == nil {
+		var known []*store.Factory
+		if known, err = s.Factories(); err == nil {
+			var name string
+			if name, err = factoryName(nameFlag, src, known); err == nil {
+				return &reconciler.Applier{Store: s, Keyring: kr}, name, nil
+			}
+		}
+	}
+	s.Close()
+	return nil, "", err
+}
+
 func (a *app) keyring() (*secrets.Keyring, error) { return secrets.LoadKeyring(a.dataDir()) }
 
 func (a *app) runningServer() (*server.Info, bool) {

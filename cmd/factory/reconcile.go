@@ -95,24 +95,12 @@ func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
 	if o.dryRun {
 		return a.dryRun(cmd, o, src)
 	}
-	s, err := a.openStore()
+	ap, name, err := a.applierFor(o.name, src)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	kr, err := a.keyring()
-	if err != nil {
-		return err
-	}
-	known, err := s.Factories()
-	if err != nil {
-		return err
-	}
-	name, err := factoryName(o.name, src, known)
-	if err != nil {
-		return err
-	}
-	ap := &reconciler.Applier{Store: s, Keyring: kr}
+	defer ap.Store.Close()
+	s := ap.Store
 	c, err := ap.Sync(cmd.Context(), name, src)
 	if err != nil {
 		return err

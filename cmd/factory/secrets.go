@@ -60,32 +60,29 @@ except a generated value, once, when it is created or rotated.`,
 		Short: "List secrets: names, versions and dates, never values",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			secs, err := s.Secrets()
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				if secs == nil {
-					secs = []*store.Secret{}
+			return a.withStore(func(s *store.Store) error {
+				secs, err := s.Secrets()
+				if err != nil {
+					return err
 				}
-				return printJSON(a.stdout, map[string]any{"secrets": secs})
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tURL-SAFE\tCREATED\tROTATED")
-			for _, sec := range secs {
-				kind := "supplied"
-				if sec.Generated {
-					kind = "generated"
+				if output == "json" {
+					if secs == nil {
+						secs = []*store.Secret{}
+					}
+					return printJSON(a.stdout, map[string]any{"secrets": secs})
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%t\t%s\t%s\n", sec.Name, sec.Version, kind, sec.URLSafe,
-					sec.CreatedAt.Format(time.RFC3339), sec.RotatedAt.Format(time.RFC3339))
-			}
-			return tw.Flush()
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tURL-SAFE\tCREATED\tROTATED")
+				for _, sec := range secs {
+					kind := "supplied"
+					if sec.Generated {
+						kind = "generated"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%t\t%s\t%s\n", sec.Name, sec.Version, kind, sec.URLSafe,
+						sec.CreatedAt.Format(time.RFC3339), sec.RotatedAt.Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	outputFlag(list, &output, "text", "json")
@@ -95,34 +92,31 @@ except a generated value, once, when it is created or rotated.`,
 		Short: "Delete a secret (refused while a webhook references it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			sec, err := s.Secret(args[0])
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("no secret %q", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			whs, err := s.AllWebhooks()
-			if err != nil {
-				return err
-			}
-			for _, w := range whs {
-				if w.SecretName == sec.Name {
-					return fmt.Errorf("secret %q is used by webhook %s/%s (%s): remove its secretName first", sec.Name, w.Factory, w.Key, w.UID)
+			return a.withStore(func(s *store.Store) error {
+				sec, err := s.Secret(args[0])
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("no secret %q", args[0])
 				}
-			}
-			b := s.NewBatch()
-			b.DeleteSecret(sec)
-			if err := b.Commit(); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "Deleted secret %s.\n", sec.Name)
-			return nil
+				if err != nil {
+					return err
+				}
+				whs, err := s.AllWebhooks()
+				if err != nil {
+					return err
+				}
+				for _, w := range whs {
+					if w.SecretName == sec.Name {
+						return fmt.Errorf("secret %q is used by webhook %s/%s (%s): remove its secretName first", sec.Name, w.Factory, w.Key, w.UID)
+					}
+				}
+				b := s.NewBatch()
+				b.DeleteSecret(sec)
+				if err := b.Commit(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "Deleted secret %s.\n", sec.Name)
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, rotate, list, del)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"factory/reconciler"
 	"factory/server"
 	"factory/store"
 )
@@ -38,23 +37,12 @@ read commands (status, reconcile --dry-run) go through it.`,
 			if err != nil {
 				return err
 			}
-			s, err := a.openStore()
+			ap, name, err := a.applierFor(o.name, src)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			kr, err := a.keyring()
-			if err != nil {
-				return err
-			}
-			known, err := s.Factories()
-			if err != nil {
-				return err
-			}
-			name, err := factoryName(o.name, src, known)
-			if err != nil {
-				return err
-			}
+			defer ap.Store.Close()
+			s := ap.Store
 			if err := a.ensureAdminKey(s); err != nil {
 				return err
 			}
@@ -77,7 +65,7 @@ read commands (status, reconcile --dry-run) go through it.`,
 				PublicURL:    publicURL,
 				Factories:    []server.FactorySource{{Name: name, Source: src}},
 				PollInterval: poll,
-			}, &reconciler.Applier{Store: s, Keyring: kr}, log)
+			}, ap, log)
 			return srv.Run(cmd.Context(), ln)
 		},
 	}
