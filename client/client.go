@@ -4,6 +4,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -121,4 +122,50 @@ func (c *Client) RevealSecret(ctx context.Context, uid string) (string, error) {
 	}
 	err := c.Do(ctx, http.MethodPost, "/v1/webhooks/"+url.PathEscape(uid)+"/reveal-secret", nil, &out)
 	return out.Secret, err
+}
+
+// Secret is a managed secret's metadata, as the admin API lists it.
+type Secret = store.Secret
+
+// Secrets lists the managed secrets: names, versions and dates, never values.
+func (c *Client) Secrets(ctx context.Context) ([]*Secret, error) {
+	var out struct {
+		Secrets []*Secret `json:"secrets"`
+	}
+	return out.Secrets, c.Do(ctx, http.MethodGet, "/v1/secrets", nil, &out)
+}
+
+// SecretResult is a created or rotated secret; Value is set, once, when the
+// server generated it.
+type SecretResult struct {
+	Secret *Secret `json:"secret"`
+	Value  string  `json:"value,omitempty"`
+}
+
+// CreateSecret creates a secret; a nil value asks the server to generate one.
+func (c *Client) CreateSecret(ctx context.Context, name string, value []byte, urlSafe bool) (*SecretResult, error) {
+	return c.putSecret(ctx, "/v1/secrets", map[string]any{"name": name, "url_safe": urlSafe}, value)
+}
+
+// RotateSecret replaces a secret's value; a nil value asks the server to
+// generate one. Webhooks using it have switched when the call returns.
+func (c *Client) RotateSecret(ctx context.Context, name string, value []byte) (*SecretResult, error) {
+	return c.putSecret(ctx, "/v1/secrets/"+url.PathEscape(name)+"/rotate", map[string]any{}, value)
+}
+
+func (c *Client) putSecret(ctx context.Context, path string, body map[string]any, value []byte) (*SecretResult, error) {
+	if value != nil {
+		body["value"] = string(value)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	out := &SecretResult{}
+	return out, c.Do(ctx, http.MethodPost, path, bytes.NewReader(b), out)
+}
+
+// DeleteSecret deletes a secret no webhook uses.
+func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/secrets/"+url.PathEscape(name), nil, nil)
 }

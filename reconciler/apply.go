@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"factory"
@@ -17,6 +18,11 @@ type Applier struct {
 	Store   *store.Store
 	Keyring *secrets.Keyring
 	Now     func() time.Time
+	// Loader, when set, remembers parsed files between syncs.
+	Loader *Loader
+
+	mu   sync.Mutex
+	seen map[string]seen // factory → where its last sync ended
 }
 
 func (a *Applier) now() time.Time {
@@ -181,9 +187,13 @@ func (a *Applier) RecordFailure(factoryName, source, revision string, cause erro
 	case err != nil:
 		return err
 	}
+	msg := FailureMessage(cause, ds)
+	if err == nil && !cur.Ready && cur.AttemptedRevision == revision && cur.Error == msg {
+		return nil // already recorded: a server retrying must not write each time
+	}
 	cur.AttemptedRevision, cur.SyncedAt = revision, now
 	cur.Ready = false
-	cur.Error = FailureMessage(cause, ds)
+	cur.Error = msg
 	b := a.Store.NewBatch()
 	b.PutFactory(cur)
 	return b.Commit()

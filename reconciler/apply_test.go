@@ -39,7 +39,7 @@ func TestApplyKeepsUIDsAcrossReopen(t *testing.T) {
 		"webhooks/link.yaml": "authMode: url_token\n",
 	})}
 	a := openApplier(t, data)
-	c, err := a.Sync(context.Background(), "acme", src)
+	c, _, err := a.Sync(context.Background(), "acme", src)
 	if err != nil || !c.Plan.Valid() {
 		t.Fatal(err, c.Plan.Diagnostics)
 	}
@@ -66,7 +66,7 @@ func TestApplyKeepsUIDsAcrossReopen(t *testing.T) {
 
 	a = openApplier(t, data)
 	defer a.Store.Close()
-	if _, err := a.Sync(context.Background(), "acme", src); err != nil {
+	if _, _, err := a.Sync(context.Background(), "acme", src); err != nil {
 		t.Fatal(err)
 	}
 	again, err := a.Store.FactoryState("acme")
@@ -89,7 +89,7 @@ func TestApplyKeepsUIDsAcrossReopen(t *testing.T) {
 func TestStoreFilesArePrivate(t *testing.T) {
 	data := t.TempDir()
 	a := openApplier(t, data)
-	if _, err := a.Sync(context.Background(), "acme", reconciler.DirSource{Root: repo(t, map[string]string{"webhooks/a.yaml": ""})}); err != nil {
+	if _, _, err := a.Sync(context.Background(), "acme", reconciler.DirSource{Root: repo(t, map[string]string{"webhooks/a.yaml": ""})}); err != nil {
 		t.Fatal(err)
 	}
 	a.Store.Close()
@@ -212,7 +212,7 @@ func crashChild() {
 	a := &reconciler.Applier{Store: s, Keyring: kr}
 	srcs := []reconciler.Source{reconciler.DirSource{Root: os.Getenv("CRASH_A")}, reconciler.DirSource{Root: os.Getenv("CRASH_B")}}
 	for i := 0; ; i++ {
-		if _, err := a.Sync(context.Background(), "acme", srcs[i%2]); err != nil {
+		if _, _, err := a.Sync(context.Background(), "acme", srcs[i%2]); err != nil {
 			os.Exit(4)
 		}
 	}

@@ -33,7 +33,27 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // Load parses and validates every file of a snapshot and reports every
 // problem of every file, sorted by file and position. Desired holds the
 // files that are valid; with any error the revision must not be applied.
-func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
+func Load(snap *Snapshot) (*Desired, schema.Diagnostics) { return (*Loader)(nil).Load(snap) }
+
+// Loader is Load with a memory of parsed files: a file whose path and
+// content are unchanged since the last load is not parsed again, so a
+// commit that changes one file of a thousand parses one. The zero value is
+// ready; a nil *Loader keeps no memory.
+type Loader struct {
+	mu    sync.Mutex
+	cache map[string]parsed
+}
+
+type parsed struct {
+	webhook    *schema.Webhook
+	automation *schema.Automation
+	diags      schema.Diagnostics
+}
+
+func cacheKey(file string, data []byte) string { return file + "\x00" + string(data) }
+
+// Load is the package's Load, using and refreshing the loader's memory.
+func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	ds := append(schema.Diagnostics{}, snap.Diagnostics...)
 	d := &Desired{Revision: snap.Revision, Broken: map[string]bool{}}
 	for _, sd := range snap.Diagnostics {
@@ -93,9 +113,23 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	webhooks := make([]*schema.Webhook, len(jobs))
 	automations := make([]*schema.Automation, len(jobs))
 	fileDiags := make([]schema.Diagnostics, len(jobs))
+	var todo []int
+	if l != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
+	for i, j := range jobs {
+		if l != nil {
+			if p, ok := l.cache[cacheKey(j.file, j.data)]; ok {
+				webhooks[i], automations[i], fileDiags[i] = p.webhook, p.automation, p.diags
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(todo)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -109,11 +143,19 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			}
 		}()
 	}
-	for i := range jobs {
+	for _, i := range todo {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	if l != nil {
+		// Keep only this revision's files: memory stays the size of one
+		// revision however many revisions pass.
+		l.cache = make(map[string]parsed, len(jobs))
+		for i, j := range jobs {
+			l.cache[cacheKey(j.file, j.data)] = parsed{webhooks[i], automations[i], fileDiags[i]}
+		}
+	}
 
 	names := map[string]string{} // case-folded display name → file
 	for i := range jobs {

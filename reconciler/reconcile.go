@@ -24,6 +24,10 @@ type Checked struct {
 // when st is nil). It writes nothing. An error means the source could not
 // be read or the state could not be; problems in files are in the plan.
 func Check(ctx context.Context, src Source, name string, st StateReader) (*Checked, error) {
+	return check(ctx, nil, src, name, st)
+}
+
+func check(ctx context.Context, l *Loader, src Source, name string, st StateReader) (*Checked, error) {
 	snap, err := src.Fetch(ctx)
 	if err != nil {
 		return nil, err
@@ -34,7 +38,7 @@ func Check(ctx context.Context, src Source, name string, st StateReader) (*Check
 			return nil, fmt.Errorf("read state of factory %s: %w", name, err)
 		}
 	}
-	desired, ds := Load(snap)
+	desired, ds := l.Load(snap)
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
 	p.Diagnostics.Sort()
@@ -45,24 +49,87 @@ func Check(ctx context.Context, src Source, name string, st StateReader) (*Check
 	return c, nil
 }
 
+// Outcome says what a sync did.
+type Outcome string
+
+// Outcomes of a sync.
+const (
+	Applied   Outcome = "applied"   // a revision was applied
+	Unchanged Outcome = "unchanged" // nothing to do: nothing written
+	Invalid   Outcome = "invalid"   // the revision has errors: not applied
+	Failed    Outcome = "error"     // the source or the store could not be read
+)
+
 // Sync runs the whole pipeline for one factory: fetch, load, plan, and
 // apply when the revision is valid. An invalid revision is recorded as the
 // factory's error and nothing of it is applied. A sync that would change
-// nothing writes nothing.
-func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, error) {
-	c, err := Check(ctx, src, name, a.Store)
+// nothing writes nothing; when neither the revision nor the store changed
+// since the last sync of this factory, it does not even load the files.
+func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, Outcome, error) {
+	snap, err := src.Fetch(ctx)
 	if err != nil {
 		if rerr := a.RecordFailure(name, src.String(), "", err, nil); rerr != nil {
-			return nil, fmt.Errorf("%w (and recording it failed: %v)", err, rerr)
+			return nil, Failed, fmt.Errorf("%w (and recording it failed: %v)", err, rerr)
 		}
-		return nil, err
+		a.remember(name, "")
+		return nil, Failed, err
+	}
+	if a.unchanged(name, snap.Revision) {
+		return nil, Unchanged, nil
+	}
+	c, err := check(ctx, a.Loader, fixed{snap, src}, name, a.Store)
+	if err != nil {
+		return nil, Failed, err
 	}
 	p := c.Plan
-	if !p.Valid() {
-		return c, a.RecordFailure(name, src.String(), p.Revision, nil, p.Diagnostics)
+	outcome := Applied
+	switch f := c.State.Factory; {
+	case !p.Valid():
+		outcome, err = Invalid, a.RecordFailure(name, src.String(), p.Revision, nil, p.Diagnostics)
+	case f != nil && f.Ready && f.Revision == p.Revision && f.Source == src.String() && !p.HasChanges():
+		outcome = Unchanged
+	default:
+		err = a.Apply(p, c.Desired, c.State, src.String())
 	}
-	if f := c.State.Factory; f != nil && f.Ready && f.Revision == p.Revision && f.Source == src.String() && !p.HasChanges() {
-		return c, nil
+	if err != nil {
+		return c, Failed, err
 	}
-	return c, a.Apply(p, c.Desired, c.State, src.String())
+	a.remember(name, snap.Revision)
+	return c, outcome, nil
+}
+
+// fixed is a source that has already been fetched.
+type fixed struct {
+	snap *Snapshot
+	src  Source
+}
+
+func (f fixed) Fetch(context.Context) (*Snapshot, error) { return f.snap, nil }
+func (f fixed) String() string                           { return f.src.String() }
+
+type seen struct {
+	revision string
+	writes   uint64
+}
+
+// remember notes the revision a sync ended on and the store's write count
+// after it; "" forgets.
+func (a *Applier) remember(name, revision string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = map[string]seen{}
+	}
+	if revision == "" {
+		delete(a.seen, name)
+		return
+	}
+	a.seen[name] = seen{revision, a.Store.Writes()}
+}
+
+func (a *Applier) unchanged(name, revision string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.seen[name]
+	return ok && s.revision == revision && s.writes == a.Store.Writes()
 }

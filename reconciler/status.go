@@ -18,6 +18,9 @@ type FactoryStatus struct {
 	Revision          string             `json:"revision"`
 	AttemptedRevision string             `json:"attempted_revision,omitempty"`
 	SyncedAt          *time.Time         `json:"synced_at"`
+	// CheckedAt is when a running server last read the source and found
+	// it applied or refused; absent when the store is read directly.
+	CheckedAt *time.Time `json:"checked_at,omitempty"`
 	Ready             bool               `json:"ready"`
 	Error             *string            `json:"error"`
 	Webhooks          []WebhookStatus    `json:"webhooks"`

@@ -149,17 +149,19 @@ func names(msg string) []string {
 // hints replaces the library's message for specific keywords of our schemas
 // with one that says what to write. Keyed by the end of the keyword location.
 var hints = map[string]string{
-	"/properties/signatureScheme/enum":      "must be one of standard-webhooks, stripe, github, slack, shopify, linear, gitlab",
-	"/else/properties/signatureScheme":      "signatureScheme is allowed only with authMode: signature",
-	"/properties/secretName/pattern":        "must be a secret name: a letter or digit, then letters, digits, '.', '_' or '-' (at most 128)",
-	"/properties/deliveryIdHeader/pattern":  "must be an HTTP header name, such as X-Event-Id",
-	"/properties/webhook_ids/items/pattern": "must be a webhook UID such as wh_5f3k9x2m7q1z8c4v6b0n (factory status shows them), not a file name",
-	"/properties/webhookBaseUrl/pattern":    "must be an http(s) URL with no query or fragment, such as https://hooks.example.com",
-	"/properties/skill_spec/pattern":        "must be <owner>/<repo>:<skill-name> or <owner>/<repo>:<path>/SKILL.md",
-	"/properties/environment_id/pattern":    "must be an environment name: letters, digits, '.', '_' or '-'",
-	"/properties/provider/enum":             "must be webhook (the only trigger provider)",
-	"/properties/event/enum":                "must be received (the only webhook event)",
-	"/$defs/mcpServer/oneOf":                "an MCP server has exactly one of command (with args, env) or url (with headers)",
+	"/properties/signatureScheme/enum":         "must be one of standard-webhooks, stripe, github, slack, shopify, linear, gitlab",
+	"/else/properties/signatureScheme":         "signatureScheme is allowed only with authMode: signature",
+	"/properties/secretName/pattern":           "must be a secret name: a letter or digit, then letters, digits, '.', '_' or '-' (at most 128)",
+	"/properties/deliveryIdHeader/pattern":     "must be an HTTP header name, such as X-Event-Id",
+	"/properties/webhook_ids/items/pattern":    "must be a webhook UID such as wh_5f3k9x2m7q1z8c4v6b0n (factory status shows them), not a file name",
+	"/properties/webhookBaseUrl/pattern":       "must be an http(s) URL with no query or fragment, such as https://hooks.example.com",
+	"/properties/skill_spec/pattern":           "must be <owner>/<repo>:<skill-name> or <owner>/<repo>:<path>/SKILL.md",
+	"/properties/environment_id/pattern":       "must be an environment name: letters, digits, '.', '_' or '-'",
+	"/properties/provider/enum":                "must be webhook (the only trigger provider)",
+	"/properties/event/enum":                   "must be received (the only webhook event)",
+	"/$defs/mcpServer/oneOf":                   "an MCP server has exactly one of command (with args, env) or url (with headers)",
+	"/factories/items/properties/name/pattern": "must be a factory name: lowercase letters, digits and '-', at most 63",
+	"/properties/interval/pattern":             "must be a duration such as 30s, 1m or 1h30m",
 }
 
 func hint(ve *jsonschema.ValidationError) (string, bool) {

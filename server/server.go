@@ -1,5 +1,5 @@
-// Package server is the factory server: one HTTP listener for the API,
-// and the loop that keeps every factory reconciled from its source.
+// Package server is the factory server: one HTTP listener for the API, and
+// one runner per factory that keeps it reconciled from its source.
 package server
 
 import (
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -24,14 +25,17 @@ import (
 type FactorySource struct {
 	Name   string
 	Source reconciler.Source
+	// Watch, when set, signals that the source may have changed (a watched
+	// directory). Interval is then a safety-net resync.
+	Watch func(ctx context.Context) (<-chan struct{}, error)
+	// Interval between polls (git) or resyncs (watched directories).
+	Interval time.Duration
 }
 
 // Config is what the server runs.
 type Config struct {
 	PublicURL string
 	Factories []FactorySource
-	// PollInterval is how often sources are read again.
-	PollInterval time.Duration
 }
 
 // Server serves the API and reconciles factories.
@@ -40,18 +44,40 @@ type Server struct {
 	store   *store.Store
 	applier *reconciler.Applier
 	log     *slog.Logger
+	metrics *metrics
 
-	syncMu sync.Mutex // one sync at a time: a plan must see the state it applies to
-	mu     sync.Mutex
-	synced map[string]string // factory → last logged outcome
+	// syncMu serialises syncs and state-changing admin calls: a plan must
+	// see the state it is applied to.
+	syncMu  sync.Mutex
+	runners map[string]*runner
+	ready   chan struct{} // closed when every factory has synced once
+}
+
+// runner keeps one factory reconciled.
+type runner struct {
+	FactorySource
+	trigger chan chan struct{}
+
+	mu        sync.Mutex
+	synced    bool
+	checkedAt time.Time
+	outcome   string // of the last sync, for logging changes only
 }
 
 // New returns a server over an open store.
 func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = time.Second
+	if applier.Loader == nil {
+		applier.Loader = &reconciler.Loader{}
 	}
-	return &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, synced: map[string]string{}}
+	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
+		runners: map[string]*runner{}, ready: make(chan struct{})}
+	for _, f := range cfg.Factories {
+		if f.Interval <= 0 {
+			f.Interval = time.Minute
+		}
+		s.runners[f.Name] = &runner{FactorySource: f, trigger: make(chan chan struct{})}
+	}
+	return s
 }
 
 // ServerFile is written into the data directory while a server runs, so
@@ -64,12 +90,9 @@ type Info struct {
 	PID int    `json:"pid"`
 }
 
-// Run syncs every factory once, then serves on ln and re-syncs every poll
-// interval until ctx ends; then it shuts down gracefully.
+// Run serves on ln and keeps every factory reconciled until ctx ends; then
+// it stops the runners and shuts the listener down gracefully.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	for _, f := range s.cfg.Factories {
-		s.syncOne(ctx, f)
-	}
 	info, _ := json.Marshal(Info{URL: "http://" + ln.Addr().String(), PID: os.Getpid()})
 	infoPath := filepath.Join(s.store.Dir(), ServerFile)
 	if err := os.WriteFile(infoPath, info, 0o600); err != nil {
@@ -80,81 +103,184 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL)
+	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
 
+	runCtx, stopRunners := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	var first sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		first.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(runCtx, r, first.Done)
+		}()
+	}
 	go func() {
-		defer wg.Done()
-		t := time.NewTicker(s.cfg.PollInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				for _, f := range s.cfg.Factories {
-					s.syncOne(ctx, f)
-				}
-			}
-		}
+		first.Wait()
+		close(s.ready)
 	}()
 
+	var err error
 	select {
-	case err := <-errc:
-		wg.Wait()
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
+		s.log.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = srv.Shutdown(shutdownCtx)
+		cancel()
 	}
-	s.log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
+	stopRunners()
 	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
 	return err
 }
 
-// syncOne reconciles one factory and logs when the outcome changes, so
-// that a server polling an unchanged source stays quiet.
-func (s *Server) syncOne(ctx context.Context, f FactorySource) *reconciler.Checked {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	c, err := s.applier.Sync(ctx, f.Name, f.Source)
-	var outcome string
-	switch {
-	case err != nil:
-		outcome = "error: " + err.Error()
-	case !c.Plan.Valid():
-		outcome = "invalid " + c.Plan.Revision
-	default:
-		outcome = "applied " + c.Plan.Revision
-	}
-	s.mu.Lock()
-	changed := s.synced[f.Name] != outcome
-	s.synced[f.Name] = outcome
-	s.mu.Unlock()
-	if !changed {
-		return c
-	}
-	switch {
-	case err != nil:
-		s.log.Error("sync failed", "factory", f.Name, "source", f.Source.String(), "err", err)
-	case !c.Plan.Valid():
-		errs := c.Plan.Diagnostics.Errors()
-		s.log.Warn("revision refused; the last applied state keeps serving", "factory", f.Name, "revision", c.Plan.Revision, "errors", len(errs))
-		for _, d := range errs {
-			s.log.Warn("invalid definition", "factory", f.Name, "at", d.String())
+// Ready is closed once every factory has synced at least once.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// run syncs a factory at start, then whenever its source may have changed,
+// a sync is asked for, or its interval (with jitter) passes. A source that
+// cannot be read is retried with exponential backoff, up to the interval.
+func (s *Server) run(ctx context.Context, r *runner, firstDone func()) {
+	var events <-chan struct{}
+	if r.Watch != nil {
+		ch, err := r.Watch(ctx)
+		if err != nil {
+			s.log.Warn("cannot watch the factory source; polling it instead", "factory", r.Name, "err", err)
+			r.Interval = min(r.Interval, time.Second)
 		}
-	default:
+		events = ch
+	}
+	var backoff time.Duration
+	next := func(outcome reconciler.Outcome) time.Duration {
+		if outcome != reconciler.Failed {
+			backoff = 0
+			return jitter(r.Interval)
+		}
+		backoff = min(max(2*backoff, time.Second), r.Interval)
+		return backoff
+	}
+	timer := time.NewTimer(next(s.syncOne(ctx, r)))
+	firstDone()
+	defer timer.Stop()
+	for {
+		var done chan struct{}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+		case done = <-r.trigger:
+		case <-timer.C:
+		}
+		timer.Stop()
+		timer.Reset(next(s.syncOne(ctx, r)))
+		if done != nil {
+			close(done)
+		}
+	}
+}
+
+// jitter spreads polls of many factories over ±10% of the interval, so
+// that they do not all reach their remotes at once.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()-0.5)*0.2*float64(d))
+}
+
+// syncOne reconciles one factory and logs when the outcome changes, so a
+// server polling an unchanged source stays quiet.
+func (s *Server) syncOne(ctx context.Context, r *runner) reconciler.Outcome {
+	s.syncMu.Lock()
+	start := time.Now()
+	c, outcome, err := s.applier.Sync(ctx, r.Name, r.Source)
+	s.syncMu.Unlock()
+	s.metrics.observe(r.Name, outcome, time.Since(start))
+	if f, ferr := s.store.Factory(r.Name); ferr == nil {
+		s.metrics.status(f)
+	}
+
+	var summary string
+	switch outcome {
+	case reconciler.Failed:
+		summary = "error: " + err.Error()
+	case reconciler.Invalid:
+		summary = "invalid " + c.Plan.Revision
+	case reconciler.Applied:
+		summary = "applied " + c.Plan.Revision
+	}
+	r.mu.Lock()
+	r.synced = true
+	if outcome != reconciler.Failed {
+		r.checkedAt = time.Now().UTC()
+	}
+	changed := summary != "" && summary != r.outcome
+	if summary != "" {
+		r.outcome = summary
+	}
+	r.mu.Unlock()
+	if !changed && outcome != reconciler.Applied {
+		return outcome
+	}
+	switch outcome {
+	case reconciler.Failed:
+		s.log.Error("sync failed; retrying with backoff", "factory", r.Name, "source", r.Source.String(), "err", err)
+	case reconciler.Invalid:
+		errs := c.Plan.Diagnostics.Errors()
+		s.log.Warn("revision refused; the last applied revision keeps serving", "factory", r.Name, "revision", c.Plan.Revision, "errors", len(errs))
+		for _, d := range errs {
+			s.log.Warn("invalid definition", "factory", r.Name, "at", d.String())
+		}
+	case reconciler.Applied:
 		n := 0
 		for _, ch := range c.Plan.Changes {
 			if ch.Action != reconciler.ActionNoop {
 				n++
 			}
 		}
-		s.log.Info("revision applied", "factory", f.Name, "revision", c.Plan.Revision, "changes", n)
+		s.log.Info("revision applied", "factory", r.Name, "revision", c.Plan.Revision, "changes", n)
 	}
-	return c
+	return outcome
+}
+
+// SyncNow asks a factory's runner to sync and waits until it has.
+func (s *Server) SyncNow(ctx context.Context, name string) error {
+	r := s.runners[name]
+	if r == nil {
+		return errorf(CodeConflict, fmt.Sprintf("factory %s is not served by this server's sources", name))
+	}
+	done := make(chan struct{})
+	select {
+	case r.trigger <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// syncAll syncs every factory and waits (until ctx ends): after a change
+// of state that plans depend on, such as a secret created or rotated, so
+// that the caller can say the change is in force.
+func (s *Server) syncAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.SyncNow(ctx, r.Name)
+		}()
+	}
+	wg.Wait()
 }
 
 // Handler is the server's HTTP API.
@@ -162,12 +288,17 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.Handle("GET /v1/factories", s.auth(store.ScopeRuns, s.listFactories))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(store.ScopeRuns, s.getFactory))
 	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(store.ScopeAdmin, s.syncFactory))
 	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(store.ScopeAdmin, s.factoryState))
 	mux.Handle("GET /v1/webhooks/{uid}", s.auth(store.ScopeAdmin, s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(store.ScopeAdmin, s.revealSecret))
+	mux.Handle("GET /v1/secrets", s.auth(store.ScopeAdmin, s.listSecrets))
+	mux.Handle("POST /v1/secrets", s.auth(store.ScopeAdmin, s.createSecret))
+	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(store.ScopeAdmin, s.rotateSecret))
+	mux.Handle("DELETE /v1/secrets/{name}", s.auth(store.ScopeAdmin, s.deleteSecret))
 	return mux
 }
 
@@ -204,13 +335,13 @@ func (s *Server) auth(scope string, h handler) http.Handler {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var waiting []string
-	for _, f := range s.cfg.Factories {
-		if _, ok := s.synced[f.Name]; !ok {
-			waiting = append(waiting, f.Name)
+	for name, rn := range s.runners {
+		rn.mu.Lock()
+		if !rn.synced {
+			waiting = append(waiting, name)
 		}
+		rn.mu.Unlock()
 	}
 	if len(waiting) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "syncing", "factories": waiting})
@@ -254,6 +385,14 @@ func (s *Server) getFactory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if rn := s.runners[f.Name]; rn != nil {
+		rn.mu.Lock()
+		if !rn.checkedAt.IsZero() {
+			t := rn.checkedAt
+			st.CheckedAt = &t
+		}
+		rn.mu.Unlock()
+	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -263,13 +402,10 @@ func (s *Server) syncFactory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for _, fs := range s.cfg.Factories {
-		if fs.Name == f.Name {
-			s.syncOne(r.Context(), fs)
-			return s.getFactory(w, r)
-		}
+	if err := s.SyncNow(r.Context(), f.Name); err != nil {
+		return err
 	}
-	return errorf(CodeConflict, fmt.Sprintf("factory %s is not served by this server's sources", f.Name))
+	return s.getFactory(w, r)
 }
 
 func (s *Server) factoryState(w http.ResponseWriter, r *http.Request) error {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -25,8 +26,9 @@ var ErrNotFound = errors.New("not found")
 
 // Store is an open state store. Only one process can hold it open.
 type Store struct {
-	db  *pebble.DB
-	dir string
+	db     *pebble.DB
+	dir    string
+	writes atomic.Uint64
 }
 
 // Open opens (creating if needed) the store in dir/db. Files are created
@@ -111,14 +113,20 @@ func prefixEnd(p string) []byte {
 	return nil
 }
 
+// Writes counts the batches committed since the store was opened. The
+// process holding the store makes every write, so an unchanged count means
+// an unchanged state.
+func (s *Store) Writes() uint64 { return s.writes.Load() }
+
 // Batch collects writes that commit together, durably, or not at all.
 type Batch struct {
+	s   *Store
 	b   *pebble.Batch
 	err error
 }
 
 // NewBatch starts a batch of writes.
-func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
 func (b *Batch) putJSON(key string, v any) {
 	if b.err != nil {
@@ -147,6 +155,7 @@ func (b *Batch) Commit() error {
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	b.s.writes.Add(1)
 	return nil
 }
 

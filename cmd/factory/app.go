@@ -92,6 +92,29 @@ func (a *app) openStore() (*store.Store, error) {
 	return s, err
 }
 
+// remote returns a client of the server to go through: --server, or the
+// server that holds the store. nil means: open the store.
+func (a *app) remote() *client.Client {
+	if u := a.serverURL(); u != "" {
+		return client.New(u, a.apiKey())
+	}
+	if a.storeHeldByServer() {
+		info, _ := a.runningServer()
+		return client.New(info.URL, a.apiKey())
+	}
+	return nil
+}
+
+// apiError turns a server's problem into the plain message a command
+// prints.
+func apiError(err error) error {
+	var cerr *client.Error
+	if errors.As(err, &cerr) && cerr.Detail != "" {
+		return errors.New(cerr.Detail)
+	}
+	return err
+}
+
 // storeHeldByServer reports whether a running server holds the store.
 func (a *app) storeHeldByServer() bool {
 	if _, ok := a.runningServer(); !ok {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +34,7 @@ func TestScripts(t *testing.T) {
 			"writehex":     writeHex,
 			"bigfile":      bigFile,
 			"waitfile":     waitFile,
+			"waitserver":   waitServer,
 		},
 	})
 }
@@ -88,4 +91,26 @@ func waitFile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within 20s", args[0])
+}
+
+// waitserver DATA waits up to 20 s for the server of a data directory to
+// answer /readyz with 200: every factory has synced once.
+func waitServer(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: waitserver DATA")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var info struct{ URL string }
+		if b, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "server.json")); err == nil && json.Unmarshal(b, &info) == nil {
+			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("the server of %s was not ready within 20s", args[0])
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"factory/client"
 	"factory/reconciler"
+	"factory/reconciler/gitsource"
 	"factory/schema"
 	"factory/store"
 )
@@ -23,7 +25,7 @@ type reconcileOpts struct {
 func (a *app) reconcileCmd() *cobra.Command {
 	o := &reconcileOpts{}
 	cmd := &cobra.Command{
-		Use:   "reconcile --source DIR [--dry-run]",
+		Use:   "reconcile --source DIR|GIT_URL [--ref REF] [--dry-run]",
 		Short: "Validate a factory repository and apply it (or, with --dry-run, show the plan)",
 		Long: `Validate every file of a factory repository against the embedded JSON Schemas,
 compare it with the state and print the plan: + create, ~ update (with the changed
@@ -42,8 +44,8 @@ Exit codes: 0 valid; 1 invalid definitions or any error; with --detailed-exitcod
 		RunE: func(cmd *cobra.Command, args []string) error { return a.reconcile(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.source, "source", "", "the factory repository: a directory (required)")
-	f.StringVar(&o.ref, "ref", "", "branch, tag or commit of a git source")
+	f.StringVar(&o.source, "source", "", "the factory repository: a directory or a git URL (required)")
+	f.StringVar(&o.ref, "ref", "", "branch, tag or full commit SHA of a git source (default: the remote's HEAD)")
 	f.StringVar(&o.name, "name", "", "the factory's name (default: the factory already applied from this source, else the directory's name)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print the plan; write nothing")
 	f.BoolVar(&o.detailedExitCode, "detailed-exitcode", false, "exit 2 when the revision is valid and has changes")
@@ -52,11 +54,9 @@ Exit codes: 0 valid; 1 invalid definitions or any error; with --detailed-exitcod
 	return cmd
 }
 
-var gitURL = regexp.MustCompile(`^([a-z+]+://|[^/]+@[^/]+:)|\.git$`)
-
 func sourceOf(o *reconcileOpts) (reconciler.Source, error) {
-	if gitURL.MatchString(o.source) {
-		return nil, fmt.Errorf("%s looks like a git URL: this version reads factories from directories; clone the repository and pass its directory", o.source)
+	if gitsource.IsGitURL(o.source) {
+		return namedSource{&gitsource.Source{URL: o.source, Ref: o.ref}, repoName(o.source)}, nil
 	}
 	if o.ref != "" {
 		return nil, errors.New("--ref applies to git sources; this source is a directory")
@@ -79,7 +79,11 @@ func factoryName(flag string, src reconciler.Source, known []*store.Factory) (st
 			return f.Name, nil
 		}
 	}
-	base := strings.ToLower(filepath.Base(src.String()))
+	base := filepath.Base(src.String())
+	if n, ok := src.(namedSource); ok {
+		base = n.base
+	}
+	base = strings.ToLower(base)
 	base = strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(base, "-"), "-")
 	if !reconciler.ValidName(base) {
 		return "", fmt.Errorf("cannot name the factory after %q: pass --name", src.String())
@@ -95,13 +99,16 @@ func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
 	if o.dryRun {
 		return a.dryRun(cmd, o, src)
 	}
+	if c := a.remote(); c != nil {
+		return a.syncRemote(cmd, o, src, c)
+	}
 	ap, name, err := a.applierFor(o.name, src)
 	if err != nil {
 		return err
 	}
 	defer ap.Store.Close()
 	s := ap.Store
-	c, err := ap.Sync(cmd.Context(), name, src)
+	c, _, err := ap.Sync(cmd.Context(), name, src)
 	if err != nil {
 		return err
 	}
@@ -320,4 +327,41 @@ func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
 	}
 	fmt.Fprintf(w, format, counts[reconciler.ActionCreate], counts[reconciler.ActionUpdate],
 		counts[reconciler.ActionDelete], counts[reconciler.ActionNoop])
+}
+
+// syncRemote asks the server that serves this source to sync it now, as a
+// push webhook or a CI job would, and reports the result.
+func (a *app) syncRemote(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source, c *client.Client) error {
+	fs, err := c.Factories(cmd.Context())
+	if err != nil {
+		return apiError(err)
+	}
+	var target *reconciler.FactorySummary
+	for i, f := range fs {
+		if f.Name == o.name || o.name == "" && f.Source == src.String() {
+			target = &fs[i]
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("the server at %s serves no factory from %s: it applies its own sources; check a change with --dry-run", c.BaseURL, src.String())
+	}
+	if target.Source != src.String() {
+		return fmt.Errorf("the server applies factory %s from %s, not from %s", target.Name, target.Source, src.String())
+	}
+	st, err := c.SyncFactory(cmd.Context(), target.UID)
+	if err != nil {
+		return apiError(err)
+	}
+	if o.output == "json" {
+		if err := printJSON(a.stdout, st); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "Synced factory %s through the server at %s.\n\n", st.Name, c.BaseURL)
+		printStatus(a.stdout, st)
+	}
+	if !st.Ready {
+		return exitCode(1)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,72 +13,189 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"factory/reconciler"
+	"factory/reconciler/gitsource"
+	"factory/reconciler/watch"
+	"factory/secrets"
 	"factory/server"
 	"factory/store"
 )
 
+// Defaults of serve (runtime.md): git remotes are polled; directories are
+// watched, and read again at the resync interval as a safety net.
+const (
+	defaultGitInterval = time.Minute
+	dirResync          = 10 * time.Minute
+	watchDebounce      = 100 * time.Millisecond
+)
+
+type serveOpts struct {
+	reconcileOpts
+	config, listen, publicURL string
+	interval                  time.Duration
+}
+
 func (a *app) serveCmd() *cobra.Command {
-	o := &reconcileOpts{}
-	var listen, publicURL string
-	var poll time.Duration
+	o := &serveOpts{}
 	cmd := &cobra.Command{
-		Use:   "serve --source DIR",
-		Short: "Keep a factory reconciled from its source and serve the HTTP API",
-		Long: `Reconcile the factory at --source, then read it again every --poll-interval and
-apply each new valid revision; an invalid revision is refused, logged with file:line,
-shown in status, and the last good state keeps serving. Serves /healthz, /readyz and
-the API on one listener. SIGINT or SIGTERM shut it down gracefully.
+		Use:   "serve --source DIR|GIT_URL | --config FILE",
+		Short: "Keep factories reconciled from their sources and serve the HTTP API",
+		Long: `Reconcile factories continuously and serve /healthz, /readyz, /metrics and the API on
+one listener. SIGINT or SIGTERM shut it down gracefully.
+
+--source serves one factory: a directory, which is watched (a change is applied within
+a fraction of a second), or a git URL (https://, ssh:// or git@host:path), polled every
+--interval at --ref. --config FILE serves several (see docs/server.md for the format).
+
+Each new valid revision is applied; an invalid one is refused, logged with file:line,
+shown in status, and the last good revision keeps serving. A git remote that cannot be
+reached is retried with backoff.
 
 On a new store it creates an admin API key, prints it once and writes it to
-<data>/admin-api-key (mode 0600), where the other commands find it. While it runs,
-read commands (status, reconcile --dry-run) go through it.`,
-		Example: "  factory serve --source examples/factory --name example",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := sourceOf(o)
-			if err != nil {
-				return err
-			}
-			ap, name, err := a.applierFor(o.name, src)
-			if err != nil {
-				return err
-			}
-			defer ap.Store.Close()
-			s := ap.Store
-			if err := a.ensureAdminKey(s); err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
-			}
-			if publicURL == "" {
-				publicURL = "http://" + ln.Addr().String()
-			}
-			publicURL = strings.TrimRight(publicURL, "/")
-			b := s.NewBatch()
-			b.PutMeta("public_url", publicURL)
-			if err := b.Commit(); err != nil {
-				ln.Close()
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(a.stderr, nil))
-			srv := server.New(server.Config{
-				PublicURL:    publicURL,
-				Factories:    []server.FactorySource{{Name: name, Source: src}},
-				PollInterval: poll,
-			}, ap, log)
-			return srv.Run(cmd.Context(), ln)
-		},
+<data>/admin-api-key (mode 0600). While it runs, the other commands go through it.`,
+		Example: `  factory serve --source examples/factory --name example
+  factory serve --source https://github.com/acme/factory.git --ref main --interval 30s
+  factory serve --config /etc/factory/server.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.serve(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.source, "source", "", "the factory repository: a directory (required)")
-	f.StringVar(&o.name, "name", "", "the factory's name (default: as for reconcile)")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.StringVar(&publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
-	f.DurationVar(&poll, "poll-interval", time.Second, "how often the source is read again")
-	_ = cmd.MarkFlagRequired("source")
+	f.StringVar(&o.source, "source", "", "the factory repository: a directory or a git URL")
+	f.StringVar(&o.ref, "ref", "", "branch, tag or full commit SHA of a git source (default: the remote's HEAD)")
+	f.StringVar(&o.name, "name", "", "the factory's name (default: the factory already applied from this source, else its directory's or repository's name)")
+	f.StringVar(&o.config, "config", "", "a configuration file with several factories (instead of --source)")
+	f.DurationVar(&o.interval, "interval", defaultGitInterval, "how often a git source is polled")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&o.publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
 	return cmd
+}
+
+func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
+	var cfg server.FileConfig
+	switch {
+	case o.config != "" && o.source != "":
+		return errors.New("give --source or --config, not both")
+	case o.config != "":
+		c, err := server.LoadConfig(o.config)
+		if err != nil {
+			return err
+		}
+		cfg = *c
+		base := filepath.Dir(o.config)
+		for i, f := range cfg.Factories {
+			if !gitsource.IsGitURL(f.Source) && !filepath.IsAbs(f.Source) {
+				cfg.Factories[i].Source = filepath.Join(base, f.Source) // relative to the file
+			}
+		}
+		if cfg.Data != "" && a.dataFlag == "" && os.Getenv("FACTORY_DATA") == "" {
+			a.dataFlag = cfg.Data
+		}
+	case o.source != "":
+		cfg.Factories = []server.FactoryConfig{{Name: o.name, Source: o.source, Ref: o.ref, Interval: o.interval.String()}}
+	default:
+		return errors.New("give --source DIR|GIT_URL or --config FILE")
+	}
+	if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+		cfg.Listen = o.listen
+	}
+	if cmd.Flags().Changed("public-url") || cfg.PublicURL == "" {
+		cfg.PublicURL = o.publicURL
+	}
+
+	s, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	kr, err := a.keyring()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, nil))
+	known, err := s.Factories()
+	if err != nil {
+		return err
+	}
+	var sources []server.FactorySource
+	for _, fc := range cfg.Factories {
+		fs, err := factorySource(fc, s, kr, known, log)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, fs)
+	}
+	if err := a.ensureAdminKey(s); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	publicURL := strings.TrimRight(cfg.PublicURL, "/")
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	b := s.NewBatch()
+	b.PutMeta("public_url", publicURL)
+	if err := b.Commit(); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources},
+		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
+	return srv.Run(cmd.Context(), ln)
+}
+
+// factorySource turns a configured factory into what the server runs: a
+// watched directory, or a polled git remote with its credential read from
+// a managed secret at each fetch (so a rotated credential is used at once).
+func factorySource(fc server.FactoryConfig, s *store.Store, kr *secrets.Keyring, known []*store.Factory, log *slog.Logger) (server.FactorySource, error) {
+	if gitsource.IsGitURL(fc.Source) {
+		src := &gitsource.Source{URL: fc.Source, Ref: fc.Ref}
+		if fc.SecretRef != "" {
+			name := fc.SecretRef
+			src.Credential = func() ([]byte, error) {
+				sec, err := s.Secret(name)
+				if err != nil {
+					return nil, fmt.Errorf("git credential: secret %q: %w", name, err)
+				}
+				sealed, err := s.SealedSecret(name, sec.Version)
+				if err != nil {
+					return nil, err
+				}
+				return kr.Open(name, sealed)
+			}
+		}
+		name, err := factoryName(fc.Name, namedSource{src, repoName(fc.Source)}, known)
+		return server.FactorySource{Name: name, Source: src, Interval: fc.IntervalOr(defaultGitInterval)}, err
+	}
+	if fc.Ref != "" || fc.SecretRef != "" {
+		return server.FactorySource{}, fmt.Errorf("factory %s: ref and secretRef apply to git sources; %s is a directory", fc.Name, fc.Source)
+	}
+	src := reconciler.DirSource{Root: fc.Source}
+	if fi, err := os.Stat(fc.Source); err != nil || !fi.IsDir() {
+		return server.FactorySource{}, fmt.Errorf("factory source %s is not a directory", fc.Source)
+	}
+	name, err := factoryName(fc.Name, src, known)
+	root := src.String()
+	return server.FactorySource{Name: name, Source: src, Interval: dirResync,
+		Watch: func(ctx context.Context) (<-chan struct{}, error) {
+			return watch.Dir(ctx, root, watchDebounce, log)
+		}}, err
+}
+
+// namedSource names a git source after its repository for factoryName.
+type namedSource struct {
+	reconciler.Source
+	base string
+}
+
+func repoName(url string) string {
+	url = strings.TrimSuffix(strings.TrimRight(url, "/"), ".git")
+	if i := strings.LastIndexAny(url, "/:"); i >= 0 {
+		url = url[i+1:]
+	}
+	return url
 }
 
 // ensureAdminKey creates the first admin API key of a new store, prints it
