@@ -6,112 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"factory/reconciler/gitsource"
+	"factory/reconciler/gitsource/gittest"
 )
-
-// Remote is a bare repository served over the file transport, and a
-// working repository that commits and pushes to it.
-type Remote struct {
-	t    *testing.T
-	URL  string
-	work *git.Repository
-	dir  string
-}
-
-func NewRemote(t *testing.T) *Remote {
-	t.Helper()
-	root := t.TempDir()
-	bare := filepath.Join(root, "remote.git")
-	remote, err := git.PlainInit(bare, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.Storer.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName("main")))
-	dir := filepath.Join(root, "work")
-	work, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := work.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{"file://" + bare}}); err != nil {
-		t.Fatal(err)
-	}
-	return &Remote{t: t, URL: "file://" + bare, work: work, dir: dir}
-}
-
-// Commit writes files (an empty content removes the file), commits, and
-// pushes the branch main. It returns the commit hash.
-func (r *Remote) Commit(msg string, files map[string]string) plumbing.Hash {
-	r.t.Helper()
-	wt, err := r.work.Worktree()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for p, c := range files {
-		full := filepath.Join(r.dir, p)
-		if c == "" {
-			os.Remove(full)
-			wt.Remove(p)
-			continue
-		}
-		os.MkdirAll(filepath.Dir(full), 0o755)
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-		if _, err := wt.Add(p); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	head, _ := r.work.Head()
-	if head.Name() != plumbing.NewBranchReferenceName("main") {
-		// go-git names the first branch master; use main, as GitHub does.
-		r.work.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("main"), h))
-		r.work.Storer.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName("main")))
-	}
-	r.Push("+refs/heads/main:refs/heads/main")
-	return h
-}
-
-func (r *Remote) Push(spec string) {
-	r.t.Helper()
-	err := r.work.Push(&git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{config.RefSpec(spec)}, Force: true})
-	if err != nil && err != git.NoErrAlreadyUpToDate {
-		r.t.Fatal(err)
-	}
-}
-
-// ResetMain points main at an older commit and force-pushes it.
-func (r *Remote) ResetMain(h plumbing.Hash) {
-	r.t.Helper()
-	r.work.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("main"), h))
-	r.Push("+refs/heads/main:refs/heads/main")
-}
-
-func (r *Remote) Tag(name string, h plumbing.Hash, annotated bool) {
-	r.t.Helper()
-	var opts *git.CreateTagOptions
-	if annotated {
-		opts = &git.CreateTagOptions{Message: name, Tagger: &object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}}
-	}
-	if _, err := r.work.CreateTag(name, h, opts); err != nil {
-		r.t.Fatal(err)
-	}
-	r.Push("refs/tags/" + name + ":refs/tags/" + name)
-}
 
 func TestFetchBranchTagCommit(t *testing.T) {
 	ctx := context.Background()
-	r := NewRemote(t)
+	r := gittest.NewRemote(t)
 	c1 := r.Commit("one", map[string]string{"webhooks/a.yaml": "authMode: token\n", "README.md": "ignored\n", "factory.yaml": "description: x\n"})
 
 	src := &gitsource.Source{URL: r.URL, Ref: "main"}
@@ -163,11 +65,11 @@ func TestFetchBranchTagCommit(t *testing.T) {
 }
 
 func TestHostileTree(t *testing.T) {
-	r := NewRemote(t)
-	wt, _ := r.work.Worktree()
-	os.MkdirAll(filepath.Join(r.dir, "webhooks"), 0o755)
-	os.Symlink("../../../etc/passwd", filepath.Join(r.dir, "webhooks", "escape.yaml"))
-	os.Symlink("../shared/hook.yaml", filepath.Join(r.dir, "webhooks", "inside.yaml"))
+	r := gittest.NewRemote(t)
+	wt := r.Worktree()
+	os.MkdirAll(filepath.Join(r.Dir(), "webhooks"), 0o755)
+	os.Symlink("../../../etc/passwd", filepath.Join(r.Dir(), "webhooks", "escape.yaml"))
+	os.Symlink("../shared/hook.yaml", filepath.Join(r.Dir(), "webhooks", "inside.yaml"))
 	wt.Add("webhooks/escape.yaml")
 	wt.Add("webhooks/inside.yaml")
 	r.Commit("links", map[string]string{"shared/hook.yaml": "authMode: token\n", "webhooks/big.yaml": strings.Repeat("#", 1<<20+1)})
