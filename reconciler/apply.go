@@ -63,7 +63,16 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) er
 	f.Settings = d.Settings
 	b.PutFactory(f)
 
+	// Only what the plan changes is written: an unchanged record keeps its
+	// updated_at, and a one-file commit is a small batch.
+	action := map[string]string{}
+	for _, c := range p.Changes {
+		action[c.Kind+"/"+c.Name] = c.Action
+	}
 	for _, w := range d.Webhooks {
+		if action[KindWebhook+"/"+w.Key] == ActionNoop {
+			continue
+		}
 		rec := cur.Webhooks[w.Key]
 		if rec == nil {
 			uid, pinned := cur.Pins[w.Key]
@@ -99,6 +108,9 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) er
 	}
 
 	for _, au := range d.Automations {
+		if action[KindAutomation+"/"+au.Key] == ActionNoop {
+			continue
+		}
 		rec := cur.Automations[au.Key]
 		if rec == nil {
 			rec = &store.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: now}

@@ -2,8 +2,8 @@ package reconciler
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -294,16 +294,26 @@ func automationDiff(old, a *schema.Automation) []string {
 	}
 	add("title", old.Title != a.Title)
 	add("enabled", old.Enabled != a.Enabled)
-	add("triggers", !jsonEqual(old.Triggers, a.Triggers))
+	add("triggers", !triggersEqual(old.Triggers, a.Triggers))
 	add("config", !bytes.Equal(old.Config, a.Config))
 	add("prompt", old.Prompt != a.Prompt)
 	return keys
 }
 
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
+// triggersEqual compares triggers field by field; filters are canonical
+// JSON, so equal bytes mean equal filters.
+func triggersEqual(a, b []schema.Trigger) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Provider != y.Provider || x.Event != y.Event || !bytes.Equal(x.Filter.Payload, y.Filter.Payload) ||
+			!slices.Equal(x.Filter.WebhookIDs, y.Filter.WebhookIDs) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameEndpoint says whether two webhook definitions describe the same
