@@ -89,6 +89,9 @@ func printStatus(w io.Writer, s *reconciler.FactoryStatus) {
 	if s.SyncedAt != nil {
 		fmt.Fprintf(tw, "  Synced:\t%s\n", s.SyncedAt.Format(time.RFC3339))
 	}
+	if s.CheckedAt != nil {
+		fmt.Fprintf(tw, "  Checked:\t%s (the server last read the source)\n", s.CheckedAt.Format(time.RFC3339))
+	}
 	fmt.Fprintf(tw, "  Ready:\t%s\n", ready)
 	if s.Error != nil {
 		fmt.Fprintf(tw, "  Error:\t%s\n", *s.Error)
@@ -103,7 +106,7 @@ func printStatus(w io.Writer, s *reconciler.FactoryStatus) {
 		fmt.Fprintln(w, "  No webhooks.")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  WEBHOOK\tUID\tAUTH\tSTATE\tSECRET\tINGRESS URL")
+		fmt.Fprintln(tw, "  WEBHOOK\tUID\tAUTH\tSTATE\tSECRET\tSECRET SINCE\tINGRESS URL")
 		for _, wh := range s.Webhooks {
 			auth := wh.AuthMode
 			if wh.SignatureScheme != nil {
@@ -116,7 +119,11 @@ func printStatus(w io.Writer, s *reconciler.FactoryStatus) {
 			case wh.Suspended:
 				state = "suspended"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", wh.Name, wh.UID, auth, state, wh.SecretName, wh.IngressURL)
+			since := "-"
+			if wh.SecretSyncedAt != nil {
+				since = wh.SecretSyncedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", wh.Name, wh.UID, auth, state, wh.SecretName, since, wh.IngressURL)
 		}
 		tw.Flush()
 	}
