@@ -11,20 +11,20 @@ import (
 // FactoryStatus is what `factory status` and GET /v1/factories/{uid} show
 // of one factory (cli.md).
 type FactoryStatus struct {
-	Name              string             `json:"name"`
-	UID               string             `json:"uid"`
-	ForemanUID        string             `json:"foreman_uid"`
-	Source            string             `json:"source"`
-	Revision          string             `json:"revision"`
-	AttemptedRevision string             `json:"attempted_revision,omitempty"`
-	SyncedAt          *time.Time         `json:"synced_at"`
+	Name              string     `json:"name"`
+	UID               string     `json:"uid"`
+	ForemanUID        string     `json:"foreman_uid"`
+	Source            string     `json:"source"`
+	Revision          string     `json:"revision"`
+	AttemptedRevision string     `json:"attempted_revision,omitempty"`
+	SyncedAt          *time.Time `json:"synced_at"`
 	// CheckedAt is when a running server last read the source and found
 	// it applied or refused; absent when the store is read directly.
-	CheckedAt *time.Time `json:"checked_at,omitempty"`
-	Ready             bool               `json:"ready"`
-	Error             *string            `json:"error"`
-	Webhooks          []WebhookStatus    `json:"webhooks"`
-	Automations       []AutomationStatus `json:"automations"`
+	CheckedAt   *time.Time         `json:"checked_at,omitempty"`
+	Ready       bool               `json:"ready"`
+	Error       *string            `json:"error"`
+	Webhooks    []WebhookStatus    `json:"webhooks"`
+	Automations []AutomationStatus `json:"automations"`
 }
 
 // FactorySummary is one factory in GET /v1/factories.
