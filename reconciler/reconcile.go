@@ -124,12 +124,12 @@ func (a *Applier) remember(name, revision string) {
 		delete(a.seen, name)
 		return
 	}
-	a.seen[name] = seen{revision, a.Store.Writes()}
+	a.seen[name] = seen{revision, a.Store.StateWrites()}
 }
 
 func (a *Applier) unchanged(name, revision string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.seen[name]
-	return ok && s.revision == revision && s.writes == a.Store.Writes()
+	return ok && s.revision == revision && s.writes == a.Store.StateWrites()
 }

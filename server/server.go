@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"factory"
+	"factory/ingress"
 	"factory/reconciler"
 	"factory/store"
 )
@@ -36,6 +38,9 @@ type FactorySource struct {
 type Config struct {
 	PublicURL string
 	Factories []FactorySource
+	// Ingress limits; zero values take the seed's (ingress.Config).
+	IngressPerMinute, IngressFailedAuthPerMinute int
+	IngressMaxBody                               int64
 }
 
 // Server serves the API and reconciles factories.
@@ -51,6 +56,7 @@ type Server struct {
 	syncMu  sync.Mutex
 	runners map[string]*runner
 	ready   chan struct{} // closed when every factory has synced once
+	ingress *ingress.Handler
 }
 
 // runner keeps one factory reconciled.
@@ -71,6 +77,9 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{})}
+	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log,
+		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute})
+	s.metrics.reg.MustRegister(s.ingress.Collectors()...)
 	for _, f := range cfg.Factories {
 		if f.Interval <= 0 {
 			f.Interval = time.Minute
@@ -100,7 +109,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	defer os.Remove(infoPath)
 
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
@@ -120,6 +130,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		first.Wait()
 		close(s.ready)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(runCtx)
+	}()
 
 	var err error
 	select {
@@ -136,6 +151,27 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// sweepEvery is how often the delivery log's retention is applied.
+const sweepEvery = 10 * time.Minute
+
+// sweep applies the delivery log's retention at start and every
+// sweepEvery until ctx ends.
+func (s *Server) sweep(ctx context.Context) {
+	for {
+		n, err := s.store.SweepDeliveries(time.Now(), factory.DeliveryLogKeep, factory.DeliveryLogAge)
+		if err != nil {
+			s.log.Error("sweeping the delivery log", "err", err)
+		} else if n > 0 {
+			s.log.Info("swept the delivery log", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sweepEvery):
+		}
+	}
 }
 
 // Ready is closed once every factory has synced at least once.
@@ -289,6 +325,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	// Webhook ingress: no version segment (seed 9); only POST (other
+	// methods get 405 with Allow: POST from the mux).
+	mux.Handle("POST /webhooks/w/{uid}", s.ingress)
+	mux.Handle("POST /webhooks/w/{uid}/{token}", s.ingress)
 	mux.Handle("GET /v1/factories", s.auth(store.ScopeRuns, s.listFactories))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(store.ScopeRuns, s.getFactory))
 	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(store.ScopeAdmin, s.syncFactory))

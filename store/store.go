@@ -26,9 +26,10 @@ var ErrNotFound = errors.New("not found")
 
 // Store is an open state store. Only one process can hold it open.
 type Store struct {
-	db     *pebble.DB
-	dir    string
-	writes atomic.Uint64
+	db          *pebble.DB
+	dir         string
+	writes      atomic.Uint64
+	stateWrites atomic.Uint64
 }
 
 // Open opens (creating if needed) the store in dir/db. Files are created
@@ -113,20 +114,29 @@ func prefixEnd(p string) []byte {
 	return nil
 }
 
-// Writes counts the batches committed since the store was opened. The
-// process holding the store makes every write, so an unchanged count means
-// an unchanged state.
+// Writes counts the batches committed since the store was opened.
 func (s *Store) Writes() uint64 { return s.writes.Load() }
+
+// StateWrites counts the committed batches that changed state (factories,
+// webhooks, secrets, keys), not logs. The process holding the store makes
+// every write, so an unchanged count means an unchanged state: caches of
+// the state are valid while it stays the same.
+func (s *Store) StateWrites() uint64 { return s.stateWrites.Load() }
 
 // Batch collects writes that commit together, durably, or not at all.
 type Batch struct {
 	s   *Store
 	b   *pebble.Batch
 	err error
+	log bool
 }
 
-// NewBatch starts a batch of writes.
+// NewBatch starts a batch of state writes.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+
+// NewLogBatch starts a batch of log writes (deliveries), which caches of
+// the state need not notice.
+func (s *Store) NewLogBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch(), log: true} }
 
 func (b *Batch) putJSON(key string, v any) {
 	if b.err != nil {
@@ -155,8 +165,29 @@ func (b *Batch) Commit() error {
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	b.s.writes.Add(1)
+	b.counted()
 	return nil
+}
+
+// CommitNoSync writes the batch without waiting for the disk: for records
+// whose loss in a crash is acceptable (rejected deliveries).
+func (b *Batch) CommitNoSync() error {
+	defer b.b.Close()
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	b.counted()
+	return nil
+}
+
+func (b *Batch) counted() {
+	b.s.writes.Add(1)
+	if !b.log {
+		b.s.stateWrites.Add(1)
+	}
 }
 
 // Empty reports whether the batch holds no writes.

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Delivery log labels, spelled as the seed's section 2.5 spells them.
+const (
+	LabelAccepted          = "Accepted"
+	LabelDuplicate         = "Duplicate"
+	LabelRejectedAuth      = "Rejected (auth)"
+	LabelRejectedJSON      = "Rejected (invalid JSON)"
+	LabelRejectedTooLarge  = "Rejected (too large)"
+	deliveryPrefix         = "dlv/"    // dlv/<webhook uid>/<delivery id> → Delivery
+	deliveryPayloadPrefix  = "dlvp/"   // dlvp/<webhook uid>/<delivery id> → the body, byte for byte
+	deliveryIDPrefix       = "dlvid/"  // dlvid/<delivery id> → webhook uid
+	deliveryIdentityPrefix = "dlvkey/" // dlvkey/<webhook uid>/<source>:<sha256> → identityMark
+	evalQueuePrefix        = "evalq/"  // evalq/<delivery id> → QueueItem
+)
+
+// Delivery is one request to a webhook's ingress URL, as its log shows it.
+type Delivery struct {
+	ID             string    `json:"delivery_id"`
+	WebhookUID     string    `json:"webhook_uid"`
+	Label          string    `json:"label"`
+	Size           int64     `json:"size"`
+	Time           time.Time `json:"time"`
+	IdentitySource string    `json:"identity_source,omitempty"`
+	Identity       string    `json:"identity,omitempty"`
+	ClientAddr     string    `json:"client_addr"`
+	// Reason says why a request was rejected (never a secret).
+	Reason string `json:"reason,omitempty"`
+	// DuplicateOf is the accepted delivery a duplicate repeats.
+	DuplicateOf string   `json:"duplicate_of,omitempty"`
+	RunIDs      []string `json:"run_ids"`
+}
+
+// QueueItem is an accepted delivery waiting for its automations to be
+// evaluated. It is written in the same batch as the delivery, so after a
+// crash every accepted delivery is queued exactly once.
+type QueueItem struct {
+	DeliveryID string `json:"delivery_id"`
+	WebhookUID string `json:"webhook_uid"`
+}
+
+type identityMark struct {
+	DeliveryID string    `json:"delivery_id"`
+	Time       time.Time `json:"time"`
+}
+
+// IdentityKey is the index key of a delivery identity. Values are hashed
+// so that a sender's long header cannot make a long key.
+func IdentityKey(source, value string) string {
+	h := sha256.Sum256([]byte(value))
+	return source + ":" + hex.EncodeToString(h[:16])
+}
+
+// SeenIdentity reports the accepted delivery that carried an identity at or
+// after since.
+func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, bool, error) {
+	var m identityMark
+	err := s.getJSON(deliveryIdentityPrefix+webhookUID+"/"+key, &m)
+	if errors.Is(err, ErrNotFound) || (err == nil && m.Time.Before(since)) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return m.DeliveryID, true, nil
+}
+
+// RecordDelivery writes a delivery to its webhook's log. An accepted one
+// carries its payload, the identity keys that make later copies duplicates,
+// and its place in the evaluation queue, all in one batch that is synced
+// before this returns. Other outcomes are written without waiting for the
+// disk: losing one in a crash loses no work.
+func (s *Store) RecordDelivery(d *Delivery, payload []byte, identityKeys []string) error {
+	b := s.NewLogBatch()
+	b.putJSON(deliveryPrefix+d.WebhookUID+"/"+d.ID, d)
+	b.putRaw(deliveryIDPrefix+d.ID, []byte(d.WebhookUID))
+	if d.Label != LabelAccepted {
+		return b.CommitNoSync()
+	}
+	b.putRaw(deliveryPayloadPrefix+d.WebhookUID+"/"+d.ID, payload)
+	for _, k := range identityKeys {
+		b.putJSON(deliveryIdentityPrefix+d.WebhookUID+"/"+k, identityMark{DeliveryID: d.ID, Time: d.Time})
+	}
+	b.putJSON(evalQueuePrefix+d.ID, QueueItem{DeliveryID: d.ID, WebhookUID: d.WebhookUID})
+	return b.Commit()
+}
+
+func (b *Batch) putRaw(key string, v []byte) {
+	if b.err == nil {
+		b.err = b.b.Set([]byte(key), v, nil)
+	}
+}
+
+// Delivery reads one delivery of a webhook.
+func (s *Store) Delivery(webhookUID, id string) (*Delivery, error) {
+	d := &Delivery{}
+	return d, s.getJSON(deliveryPrefix+webhookUID+"/"+id, d)
+}
+
+// DeliveryWebhook finds the webhook a delivery came to.
+func (s *Store) DeliveryWebhook(id string) (string, error) {
+	b, closer, err := s.db.Get([]byte(deliveryIDPrefix + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	defer closer.Close()
+	return string(b), nil
+}
+
+// DeliveryPayload reads the stored body of an accepted delivery.
+func (s *Store) DeliveryPayload(webhookUID, id string) ([]byte, error) {
+	b, closer, err := s.db.Get([]byte(deliveryPayloadPrefix + webhookUID + "/" + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), b...), nil
+}
+
+// Deliveries lists a webhook's log newest first: at most limit records
+// older than the delivery before (all when before is ""). more says whether
+// older records remain.
+func (s *Store) Deliveries(webhookUID, before string, limit int) (out []*Delivery, more bool, err error) {
+	prefix := deliveryPrefix + webhookUID + "/"
+	upper := prefixEnd(prefix)
+	if before != "" {
+		upper = []byte(prefix + before)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
+	if err != nil {
+		return nil, false, err
+	}
+	defer it.Close()
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if len(out) == limit {
+			return out, true, nil
+		}
+		d := &Delivery{}
+		if err := json.Unmarshal(it.Value(), d); err != nil {
+			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		out = append(out, d)
+	}
+	return out, false, it.Error()
+}
+
+// EvalQueue lists queued deliveries, oldest first (delivery IDs sort by
+// time).
+func (s *Store) EvalQueue(limit int) ([]QueueItem, error) {
+	var out []QueueItem
+	err := s.scan(evalQueuePrefix, func(key string, v []byte) error {
+		if len(out) == limit {
+			return errStop
+		}
+		var q QueueItem
+		if err := json.Unmarshal(v, &q); err != nil {
+			return err
+		}
+		out = append(out, q)
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return out, err
+}
+
+// Dequeue removes a delivery from the evaluation queue in a batch.
+func (b *Batch) Dequeue(deliveryID string) { b.delete(evalQueuePrefix + deliveryID) }
+
+// PutDelivery rewrites a delivery record (to add the runs it started).
+func (b *Batch) PutDelivery(d *Delivery) { b.putJSON(deliveryPrefix+d.WebhookUID+"/"+d.ID, d) }
+
+var errStop = errors.New("stop")
+
+// SweepDeliveries applies the retention of the delivery log (ingress.md):
+// a record goes only when it is older than maxAge and not among the keep
+// most recent of its webhook. Identity marks older than maxAge go too.
+// It returns how many records it removed.
+func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (int, error) {
+	cutoff := now.Add(-maxAge)
+	removed := 0
+	b := s.NewLogBatch()
+	var lastUID string
+	var seen int
+	var keys []string
+	// Collect first: keys of records to drop, newest first per webhook.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(deliveryPrefix), UpperBound: prefixEnd(deliveryPrefix)})
+	if err != nil {
+		return 0, err
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+		key := string(it.Key())
+		rest := key[len(deliveryPrefix):]
+		slash := len(rest) - 1
+		for slash >= 0 && rest[slash] != '/' {
+			slash--
+		}
+		uid := rest[:max(slash, 0)]
+		if uid != lastUID {
+			lastUID, seen = uid, 0
+		}
+		seen++
+		if seen <= keep {
+			continue
+		}
+		var d Delivery
+		if json.Unmarshal(it.Value(), &d) == nil && d.Time.Before(cutoff) {
+			keys = append(keys, uid+"/"+d.ID, d.ID)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	for i := 0; i+1 < len(keys); i += 2 {
+		b.delete(deliveryPrefix + keys[i])
+		b.delete(deliveryPayloadPrefix + keys[i])
+		b.delete(deliveryIDPrefix + keys[i+1])
+		removed++
+	}
+	err = s.scan(deliveryIdentityPrefix, func(key string, v []byte) error {
+		var m identityMark
+		if json.Unmarshal(v, &m) == nil && m.Time.Before(cutoff) {
+			b.delete(key)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Abort()
+		return 0, err
+	}
+	if b.Empty() {
+		b.Abort()
+		return 0, nil
+	}
+	return removed, b.CommitNoSync()
+}
