@@ -169,3 +169,49 @@ func (c *Client) putSecret(ctx context.Context, path string, body map[string]any
 func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 	return c.Do(ctx, http.MethodDelete, "/v1/secrets/"+url.PathEscape(name), nil, nil)
 }
+
+// Delivery is one record of a webhook's delivery log; Payload is set when
+// one delivery of the Accepted label is read.
+type Delivery struct {
+	store.Delivery
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// PageInfo says whether more items follow and where.
+type PageInfo struct {
+	HasNextPage bool   `json:"has_next_page"`
+	NextCursor  string `json:"next_cursor,omitempty"`
+}
+
+// Deliveries lists a webhook's delivery log, newest first.
+func (c *Client) Deliveries(ctx context.Context, uid string, limit int, cursor string) ([]Delivery, PageInfo, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var out struct {
+		Deliveries []Delivery `json:"deliveries"`
+		PageInfo   PageInfo   `json:"page_info"`
+	}
+	err := c.Do(ctx, http.MethodGet, "/v1/webhooks/"+url.PathEscape(uid)+"/deliveries?"+q.Encode(), nil, &out)
+	return out.Deliveries, out.PageInfo, err
+}
+
+// Delivery reads one delivery, with its payload when it was accepted.
+func (c *Client) Delivery(ctx context.Context, uid, id string) (*Delivery, error) {
+	out := &Delivery{}
+	return out, c.Do(ctx, http.MethodGet, "/v1/webhooks/"+url.PathEscape(uid)+"/deliveries/"+url.PathEscape(id), nil, out)
+}
+
+// SetSuspended suspends or resumes a webhook and answers it.
+func (c *Client) SetSuspended(ctx context.Context, uid string, suspended bool) (*reconciler.WebhookStatus, error) {
+	verb := "resume"
+	if suspended {
+		verb = "suspend"
+	}
+	out := &reconciler.WebhookStatus{}
+	return out, c.Do(ctx, http.MethodPost, "/v1/webhooks/"+url.PathEscape(uid)+"/"+verb, nil, out)
+}

@@ -57,6 +57,10 @@ type Server struct {
 	runners map[string]*runner
 	ready   chan struct{} // closed when every factory has synced once
 	ingress *ingress.Handler
+
+	cursorOnce sync.Once
+	cursorKeyV []byte
+	cursorErr  error
 }
 
 // runner keeps one factory reconciled.
@@ -335,6 +339,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(store.ScopeAdmin, s.factoryState))
 	mux.Handle("GET /v1/webhooks/{uid}", s.auth(store.ScopeAdmin, s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(store.ScopeAdmin, s.revealSecret))
+	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(store.ScopeAdmin, s.suspend(true)))
+	mux.Handle("POST /v1/webhooks/{uid}/resume", s.auth(store.ScopeAdmin, s.suspend(false)))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries", s.auth(store.ScopeAdmin, s.listDeliveries))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", s.auth(store.ScopeAdmin, s.getDelivery))
 	mux.Handle("GET /v1/secrets", s.auth(store.ScopeAdmin, s.listSecrets))
 	mux.Handle("POST /v1/secrets", s.auth(store.ScopeAdmin, s.createSecret))
 	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(store.ScopeAdmin, s.rotateSecret))

@@ -65,13 +65,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.store.Factory(wh.Factory)
-	if err != nil {
-		return err
-	}
-	st := reconciler.BuildStatus(f, []*store.Webhook{wh}, nil, s.cfg.PublicURL)
-	writeJSON(w, http.StatusOK, webhookView{WebhookStatus: st.Webhooks[0], FactoryUID: f.UID})
-	return nil
+	return s.writeWebhook(w, wh)
 }
 
 func (s *Server) revealSecret(w http.ResponseWriter, r *http.Request) error {

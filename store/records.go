@@ -302,3 +302,23 @@ func (s *Store) WebhookRefByUID(uid string) (*WebhookRef, error) {
 	ref := &WebhookRef{}
 	return ref, s.getJSON(webhookUIDPrefix+uid, ref)
 }
+
+// SetSuspended turns a webhook's suspension (the dashboard's enabled
+// toggle, on top of its file) on or off, and returns the webhook.
+func (s *Store) SetSuspended(uid string, suspended bool) (*Webhook, error) {
+	w, err := s.WebhookByUID(uid)
+	if err != nil {
+		return nil, err
+	}
+	if w.DeletedAt != nil {
+		return nil, ErrNotFound
+	}
+	if w.Suspended == suspended {
+		return w, nil
+	}
+	w.Suspended = suspended
+	w.UpdatedAt = time.Now().UTC()
+	b := s.NewBatch()
+	b.PutWebhook(w)
+	return w, b.Commit()
+}

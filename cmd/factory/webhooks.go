@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +19,7 @@ import (
 func (a *app) webhooksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "webhooks",
-		Short: "Act on applied webhooks: reveal a generated secret, import a UID",
+		Short: "Act on applied webhooks: delivery log, suspend/resume, reveal a secret, import a UID",
 	}
 	reveal := &cobra.Command{
 		Use:   "reveal NAME|FACTORY/NAME",
@@ -44,7 +46,34 @@ is a no-op.`,
 	}
 	imp.Flags().StringVar(&uid, "uid", "", "the UID, wh_ and at least 16 letters or digits (required)")
 	_ = imp.MarkFlagRequired("uid")
-	cmd.AddCommand(reveal, imp)
+	var limit int
+	var output string
+	deliveries := &cobra.Command{
+		Use:   "deliveries NAME|FACTORY/NAME|UID [--limit N]",
+		Short: "Show a webhook's delivery log, newest first",
+		Long: `Show the delivery log of a webhook, newest first: every request that reached it
+(Accepted, Duplicate, Rejected (auth), Rejected (invalid JSON), Rejected (too large)),
+with its size, time, identity, client address and, for a rejection, why. Payloads are
+kept for accepted deliveries only. Records are kept for 7 days, and the 50 most recent
+always.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.deliveries(cmd, args[0], limit, output) },
+	}
+	deliveries.Flags().IntVar(&limit, "limit", 50, "how many records, at most 500")
+	outputFlag(deliveries, &output, "text", "json")
+	suspend := &cobra.Command{
+		Use:   "suspend NAME|FACTORY/NAME",
+		Short: "Turn a webhook off (senders get 404) without changing its file",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], true) },
+	}
+	resume := &cobra.Command{
+		Use:   "resume NAME|FACTORY/NAME",
+		Short: "Turn a suspended webhook back on",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], false) },
+	}
+	cmd.AddCommand(reveal, imp, deliveries, suspend, resume)
 	return cmd
 }
 
@@ -76,8 +105,8 @@ func findWebhook(s *store.Store, arg string) (*store.Webhook, error) {
 }
 
 func (a *app) reveal(cmd *cobra.Command, arg string) error {
-	if u := a.serverURL(); u != "" || a.storeHeldByServer() {
-		return a.revealRemote(cmd, arg)
+	if c := a.remote(); c != nil {
+		return a.revealRemote(cmd, c, arg)
 	}
 	s, err := a.openStore()
 	if err != nil {
@@ -105,20 +134,12 @@ func (a *app) reveal(cmd *cobra.Command, arg string) error {
 	return nil
 }
 
-// revealRemote reveals through the server that holds the store.
-func (a *app) revealRemote(cmd *cobra.Command, arg string) error {
-	v, err := a.view()
+// remoteWebhookUID resolves NAME, FACTORY/NAME or a UID among the
+// webhooks of the server's factories.
+func remoteWebhookUID(cmd *cobra.Command, c *client.Client, arg string) (string, error) {
+	sts, err := remoteView{c}.Statuses(cmd.Context())
 	if err != nil {
-		return err
-	}
-	defer v.Close()
-	rv, ok := v.(remoteView)
-	if !ok {
-		return errors.New("expected a server")
-	}
-	sts, err := rv.Statuses(cmd.Context())
-	if err != nil {
-		return err
+		return "", err
 	}
 	fac, name := splitName(arg)
 	var uids []string
@@ -131,22 +152,115 @@ func (a *app) revealRemote(cmd *cobra.Command, arg string) error {
 	}
 	switch len(uids) {
 	case 0:
-		return fmt.Errorf("no webhook %q (factory status lists them)", arg)
+		if factory.ValidUID(factory.PrefixWebhook, arg) {
+			return arg, nil // maybe deleted: its log is still readable
+		}
+		return "", fmt.Errorf("no webhook %q (factory status lists them)", arg)
 	case 1:
-	default:
-		return fmt.Errorf("%q is ambiguous: say which factory, as FACTORY/NAME", arg)
+		return uids[0], nil
 	}
-	secret, err := rv.RevealSecret(cmd.Context(), uids[0])
-	var cerr *client.Error
-	if errors.As(err, &cerr) && cerr.Detail != "" {
-		return errors.New(cerr.Detail)
-	}
+	return "", fmt.Errorf("%q is ambiguous: say which factory, as FACTORY/NAME", arg)
+}
+
+// revealRemote reveals through the server that holds the store.
+func (a *app) revealRemote(cmd *cobra.Command, c *client.Client, arg string) error {
+	uid, err := remoteWebhookUID(cmd, c, arg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Secret of webhook %s (%s), shown this once:\n", arg, uids[0])
+	secret, err := c.RevealSecret(cmd.Context(), uid)
+	if err != nil {
+		return apiError(err)
+	}
+	fmt.Fprintf(a.stderr, "Secret of webhook %s (%s), shown this once:\n", arg, uid)
 	fmt.Fprintln(a.stdout, secret)
 	return nil
+}
+
+func (a *app) setSuspended(cmd *cobra.Command, arg string, suspended bool) error {
+	verb := "Resumed"
+	if suspended {
+		verb = "Suspended"
+	}
+	if c := a.remote(); c != nil {
+		uid, err := remoteWebhookUID(cmd, c, arg)
+		if err != nil {
+			return err
+		}
+		if _, err := c.SetSuspended(cmd.Context(), uid, suspended); err != nil {
+			return apiError(err)
+		}
+		fmt.Fprintf(a.stdout, "%s webhook %s (%s).\n", verb, arg, uid)
+		return nil
+	}
+	return a.withStore(func(s *store.Store) error {
+		w, err := findWebhook(s, arg)
+		if err != nil {
+			return err
+		}
+		if _, err := s.SetSuspended(w.UID, suspended); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "%s webhook %s/%s (%s).\n", verb, w.Factory, w.Key, w.UID)
+		return nil
+	})
+}
+
+func (a *app) deliveries(cmd *cobra.Command, arg string, limit int, output string) error {
+	var ds []*store.Delivery
+	if c := a.remote(); c != nil {
+		uid, err := remoteWebhookUID(cmd, c, arg)
+		if err != nil {
+			return err
+		}
+		list, _, err := c.Deliveries(cmd.Context(), uid, limit, "")
+		if err != nil {
+			return apiError(err)
+		}
+		for i := range list {
+			ds = append(ds, &list[i].Delivery)
+		}
+	} else if err := a.withStore(func(s *store.Store) error {
+		w, err := findWebhook(s, arg)
+		if err != nil {
+			return err
+		}
+		ds, _, err = s.Deliveries(w.UID, "", limit)
+		return err
+	}); err != nil {
+		return err
+	}
+	if output == "json" {
+		if ds == nil {
+			ds = []*store.Delivery{}
+		}
+		return printJSON(a.stdout, map[string]any{"deliveries": ds})
+	}
+	if len(ds) == 0 {
+		fmt.Fprintln(a.stdout, "No deliveries yet.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tDELIVERY\tLABEL\tSIZE\tIDENTITY\tCLIENT\tNOTE")
+	for _, d := range ds {
+		ident := "-"
+		if d.IdentitySource != "" {
+			ident = d.IdentitySource + ":" + shorten(d.Identity, 24)
+		}
+		note := d.Reason
+		if d.DuplicateOf != "" {
+			note = "duplicate of " + d.DuplicateOf
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Time.Format(time.RFC3339), d.ID, d.Label, d.Size, ident, d.ClientAddr, note)
+	}
+	return tw.Flush()
+}
+
+func shorten(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 func (a *app) importUID(arg, uid string) error {

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"factory/cursor"
+	"factory/reconciler"
+	"factory/store"
+)
+
+// DeliveryView is a delivery as the admin API shows it; Payload is set on
+// the single-delivery endpoint for accepted deliveries.
+type DeliveryView struct {
+	*store.Delivery
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// PageInfo tells a client whether to ask for more (agents-api.md).
+type PageInfo struct {
+	HasNextPage bool   `json:"has_next_page"`
+	NextCursor  string `json:"next_cursor,omitempty"`
+}
+
+// cursorKey is the key of paging cursors: random, kept in the store, so
+// cursors survive a restart but cannot be forged.
+func (s *Server) cursorKey() ([]byte, error) {
+	s.cursorOnce.Do(func() {
+		v, err := s.store.Meta("cursor_key")
+		if err == nil && v == "" {
+			k := make([]byte, 32)
+			rand.Read(k)
+			v = base64.StdEncoding.EncodeToString(k)
+			b := s.store.NewBatch()
+			b.PutMeta("cursor_key", v)
+			err = b.Commit()
+		}
+		if err == nil {
+			s.cursorKeyV, err = base64.StdEncoding.DecodeString(v)
+		}
+		s.cursorErr = err
+	})
+	return s.cursorKeyV, s.cursorErr
+}
+
+// anyWebhook finds a webhook by UID, deleted ones included: a deleted
+// webhook's log stays readable for its retention period.
+func (s *Server) anyWebhook(uid string) (*store.Webhook, error) {
+	w, err := s.store.WebhookByUID(uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(CodeNotFound, fmt.Sprintf("no webhook %s", uid))
+	}
+	return w, err
+}
+
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.anyWebhook(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return errorf(CodeInvalidRequest, "limit must be a whole number from 1 to 500")
+		}
+		limit = n
+	}
+	key, err := s.cursorKey()
+	if err != nil {
+		return err
+	}
+	var before string
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		if before, err = cursor.Open(key, wh.UID, c); err != nil {
+			return errorf(CodeInvalidRequest, "the cursor is not one this server gave for this webhook's deliveries")
+		}
+	}
+	ds, more, err := s.store.Deliveries(wh.UID, before, limit)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []*store.Delivery{}
+	}
+	page := PageInfo{HasNextPage: more}
+	if more {
+		page.NextCursor = cursor.Seal(key, wh.UID, ds[len(ds)-1].ID)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds, "page_info": page})
+	return nil
+}
+
+func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.anyWebhook(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	d, err := s.store.Delivery(wh.UID, r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(CodeNotFound, fmt.Sprintf("no delivery %s for webhook %s", r.PathValue("id"), wh.UID))
+	}
+	if err != nil {
+		return err
+	}
+	v := DeliveryView{Delivery: d}
+	if d.Label == store.LabelAccepted {
+		if p, err := s.store.DeliveryPayload(wh.UID, d.ID); err == nil {
+			v.Payload = p
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) suspend(suspended bool) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		s.syncMu.Lock()
+		wh, err := s.store.SetSuspended(r.PathValue("uid"), suspended)
+		s.syncMu.Unlock()
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(CodeNotFound, fmt.Sprintf("no webhook %s", r.PathValue("uid")))
+		}
+		if err != nil {
+			return err
+		}
+		return s.writeWebhook(w, wh)
+	}
+}
+
+func (s *Server) writeWebhook(w http.ResponseWriter, wh *store.Webhook) error {
+	f, err := s.store.Factory(wh.Factory)
+	if err != nil {
+		return err
+	}
+	st := reconciler.BuildStatus(f, []*store.Webhook{wh}, nil, s.cfg.PublicURL)
+	writeJSON(w, http.StatusOK, webhookView{WebhookStatus: st.Webhooks[0], FactoryUID: f.UID})
+	return nil
+}
