@@ -70,6 +70,9 @@ type Handler struct {
 	mu      sync.Mutex // rebuilding targets
 	stripes [256]sync.Mutex
 
+	seenMu sync.Mutex // loading or rebuilding the filter
+	seen   atomic.Pointer[seenFilter]
+
 	deliveries *prometheus.CounterVec
 	throttled  *prometheus.CounterVec
 }
@@ -298,7 +301,14 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	}
 	d := &store.Delivery{ID: newDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
 		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{}}
+	filter, err := h.filter()
+	if err != nil {
+		return err
+	}
 	for i, k := range keys {
+		if !filter.mayContain(t.rec.UID + "/" + k) {
+			continue // certainly new: no store lookup
+		}
 		prev, seen, err := h.cfg.Store.SeenIdentity(t.rec.UID, k, q.now.Add(-windows[i]))
 		if err != nil {
 			return err
@@ -309,7 +319,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 				return err
 			}
 			h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
-			problem.JSON(w, http.StatusAccepted, map[string]string{"delivery_id": d.ID})
+			accepted(w, d.ID)
 			return nil
 		}
 	}
@@ -317,9 +327,79 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	if err := h.cfg.Store.RecordDelivery(d, body, keys); err != nil {
 		return err
 	}
+	full := false
+	for _, k := range keys {
+		full = filter.add(t.rec.UID+"/"+k) || full
+	}
+	if full {
+		go h.rebuildFilter(filter)
+	}
 	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
-	problem.JSON(w, http.StatusAccepted, map[string]string{"delivery_id": d.ID})
+	accepted(w, d.ID)
 	return nil
+}
+
+// accepted answers 202 {"delivery_id"}; IDs need no JSON escaping.
+func accepted(w http.ResponseWriter, id string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	io.WriteString(w, `{"delivery_id":"`+id+"\"}\n")
+}
+
+// filter returns the identity filter, loading it from the store once.
+func (h *Handler) filter() (*seenFilter, error) {
+	if f := h.seen.Load(); f != nil {
+		return f, nil
+	}
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if f := h.seen.Load(); f != nil {
+		return f, nil
+	}
+	f, err := h.loadFilter(1 << 20)
+	if err != nil {
+		return nil, err
+	}
+	h.seen.Store(f)
+	return f, nil
+}
+
+func (h *Handler) loadFilter(capacity int) (*seenFilter, error) {
+	var keys []string
+	if err := h.cfg.Store.IdentityKeys(func(k string) { keys = append(keys, k) }); err != nil {
+		return nil, err
+	}
+	f := newSeenFilter(max(capacity, 4*len(keys)))
+	for _, k := range keys {
+		f.add(k)
+	}
+	return f, nil
+}
+
+// rebuildFilter replaces a filter that outgrew its capacity with a larger
+// one loaded from the store. It holds every stripe while it loads, so no
+// delivery is between its write and its addition to the filter: the new
+// filter misses no key.
+func (h *Handler) rebuildFilter(old *seenFilter) {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if h.seen.Load() != old {
+		return
+	}
+	for i := range h.stripes {
+		h.stripes[i].Lock()
+	}
+	defer func() {
+		for i := range h.stripes {
+			h.stripes[i].Unlock()
+		}
+	}()
+	f, err := h.loadFilter(4 * old.limit)
+	if err != nil {
+		h.cfg.Log.Error("rebuilding the delivery identity filter; keeping the old one", "err", err)
+		return
+	}
+	h.seen.Store(f)
 }
 
 func (h *Handler) lock(uid string, keys []string) []*sync.Mutex {

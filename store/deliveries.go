@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -50,9 +52,16 @@ type QueueItem struct {
 	WebhookUID string `json:"webhook_uid"`
 }
 
-type identityMark struct {
-	DeliveryID string    `json:"delivery_id"`
-	Time       time.Time `json:"time"`
+// identity marks are "<unix nanoseconds> <delivery id>": written for every
+// accepted delivery, so kept small and cheap to encode.
+func identityMark(id string, t time.Time) []byte {
+	return []byte(strconv.FormatInt(t.UnixNano(), 10) + " " + id)
+}
+
+func parseMark(v []byte) (string, time.Time, bool) {
+	ns, id, ok := strings.Cut(string(v), " ")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	return id, time.Unix(0, n), ok && err == nil
 }
 
 // IdentityKey is the index key of a delivery identity. Values are hashed
@@ -65,15 +74,19 @@ func IdentityKey(source, value string) string {
 // SeenIdentity reports the accepted delivery that carried an identity at or
 // after since.
 func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, bool, error) {
-	var m identityMark
-	err := s.getJSON(deliveryIdentityPrefix+webhookUID+"/"+key, &m)
-	if errors.Is(err, ErrNotFound) || (err == nil && m.Time.Before(since)) {
+	v, closer, err := s.db.Get([]byte(deliveryIdentityPrefix + webhookUID + "/" + key))
+	if errors.Is(err, pebble.ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	return m.DeliveryID, true, nil
+	defer closer.Close()
+	id, t, ok := parseMark(v)
+	if !ok || t.Before(since) {
+		return "", false, nil
+	}
+	return id, true, nil
 }
 
 // RecordDelivery writes a delivery to its webhook's log. An accepted one
@@ -84,15 +97,14 @@ func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, b
 func (s *Store) RecordDelivery(d *Delivery, payload []byte, identityKeys []string) error {
 	b := s.NewLogBatch()
 	b.putJSON(deliveryPrefix+d.WebhookUID+"/"+d.ID, d)
-	b.putRaw(deliveryIDPrefix+d.ID, []byte(d.WebhookUID))
 	if d.Label != LabelAccepted {
 		return b.CommitNoSync()
 	}
 	b.putRaw(deliveryPayloadPrefix+d.WebhookUID+"/"+d.ID, payload)
 	for _, k := range identityKeys {
-		b.putJSON(deliveryIdentityPrefix+d.WebhookUID+"/"+k, identityMark{DeliveryID: d.ID, Time: d.Time})
+		b.putRaw(deliveryIdentityPrefix+d.WebhookUID+"/"+k, identityMark(d.ID, d.Time))
 	}
-	b.putJSON(evalQueuePrefix+d.ID, QueueItem{DeliveryID: d.ID, WebhookUID: d.WebhookUID})
+	b.putRaw(evalQueuePrefix+d.ID, []byte(d.WebhookUID))
 	return b.Commit()
 }
 
@@ -106,19 +118,6 @@ func (b *Batch) putRaw(key string, v []byte) {
 func (s *Store) Delivery(webhookUID, id string) (*Delivery, error) {
 	d := &Delivery{}
 	return d, s.getJSON(deliveryPrefix+webhookUID+"/"+id, d)
-}
-
-// DeliveryWebhook finds the webhook a delivery came to.
-func (s *Store) DeliveryWebhook(id string) (string, error) {
-	b, closer, err := s.db.Get([]byte(deliveryIDPrefix + id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", err
-	}
-	defer closer.Close()
-	return string(b), nil
 }
 
 // DeliveryPayload reads the stored body of an accepted delivery.
@@ -169,11 +168,7 @@ func (s *Store) EvalQueue(limit int) ([]QueueItem, error) {
 		if len(out) == limit {
 			return errStop
 		}
-		var q QueueItem
-		if err := json.Unmarshal(v, &q); err != nil {
-			return err
-		}
-		out = append(out, q)
+		out = append(out, QueueItem{DeliveryID: key[len(evalQueuePrefix):], WebhookUID: string(v)})
 		return nil
 	})
 	if errors.Is(err, errStop) {
@@ -232,12 +227,10 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 	for i := 0; i+1 < len(keys); i += 2 {
 		b.delete(deliveryPrefix + keys[i])
 		b.delete(deliveryPayloadPrefix + keys[i])
-		b.delete(deliveryIDPrefix + keys[i+1])
 		removed++
 	}
 	err = s.scan(deliveryIdentityPrefix, func(key string, v []byte) error {
-		var m identityMark
-		if json.Unmarshal(v, &m) == nil && m.Time.Before(cutoff) {
+		if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
 			b.delete(key)
 		}
 		return nil
@@ -251,4 +244,13 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 		return 0, nil
 	}
 	return removed, b.CommitNoSync()
+}
+
+// IdentityKeys calls fn with every identity mark in the store, as
+// "<webhook uid>/<key>".
+func (s *Store) IdentityKeys(fn func(string)) error {
+	return s.scan(deliveryIdentityPrefix, func(key string, _ []byte) error {
+		fn(key[len(deliveryIdentityPrefix):])
+		return nil
+	})
 }

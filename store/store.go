@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
 	"github.com/cockroachdb/pebble/vfs"
 )
 
@@ -43,6 +44,18 @@ func Open(dir string) (*Store, error) {
 		FS:                 privateFS{vfs.Default},
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{},
+		// Deliveries write a few small keys each: a larger memtable
+		// flushes (and compacts) less often.
+		MemTableSize: 64 << 20,
+		Cache:        pebble.NewCache(64 << 20),
+	}
+	defer opts.Cache.Unref()
+	// Ingress looks up every new delivery's identity, and a new identity
+	// is a miss: bloom filters answer most misses without reading a block.
+	opts.Levels = make([]pebble.LevelOptions, 7)
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
 	}
 	db, err := pebble.Open(filepath.Join(dir, "db"), opts)
 	if err != nil {

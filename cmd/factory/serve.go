@@ -33,6 +33,7 @@ type serveOpts struct {
 	reconcileOpts
 	config, listen, publicURL string
 	interval                  time.Duration
+	rateLimit, failedAuth     int
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -67,6 +68,8 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.DurationVar(&o.interval, "interval", defaultGitInterval, "how often a git source is polled")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
+	f.IntVar(&o.rateLimit, "ingress-rate-limit", 60, "deliveries per minute per webhook before 429 (-1: no limit)")
+	f.IntVar(&o.failedAuth, "ingress-failed-auth-limit", 10, "failed authentications per minute per webhook and client before 429")
 	return cmd
 }
 
@@ -141,7 +144,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources},
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources,
+		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

@@ -1,0 +1,162 @@
+// Package bench holds benchmarks of whole processes under an external load
+// generator. They need wrk (Debian's package; `make bench` installs it).
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const benchUID = "wh_0000000000000000bench1"
+const benchToken = "bench-token-0123456789abcdefghijklmnopqr"
+
+// wrkScript posts 1 KB JSON deliveries with a token and a unique
+// X-Service-Delivery-Id, so that every one is accepted and stored.
+const wrkScript = `
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer ` + benchToken + `"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"event":"build.failed","pad":"` + "PAD" + `"}'
+local n = 0
+function setup(thread)
+  thread:set("tid", math.random(1, 1000000000))
+end
+function request()
+  n = n + 1
+  wrk.headers["X-Service-Delivery-Id"] = tid .. "-" .. n
+  return wrk.format(nil, nil, nil, nil)
+end
+`
+
+type wrkResult struct {
+	rps    float64
+	p99    time.Duration
+	non2xx int
+}
+
+// runWrk drives a URL for a duration at 64 connections.
+func runWrk(b *testing.B, url, script string, d time.Duration) wrkResult {
+	b.Helper()
+	out, err := exec.Command("wrk", "-t2", "-c64", "-d"+d.String(), "--latency", "-s", script, url).CombinedOutput()
+	if err != nil {
+		b.Fatalf("wrk: %v\n%s", err, out)
+	}
+	var r wrkResult
+	if m := regexp.MustCompile(`Requests/sec:\s+([\d.]+)`).FindSubmatch(out); m != nil {
+		r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := regexp.MustCompile(`\s99%\s+([\d.]+)(us|ms|s)`).FindSubmatch(out); m != nil {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(m[2])]
+		r.p99 = time.Duration(v * float64(unit))
+	}
+	if m := regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`).FindSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.Atoi(string(m[1]))
+	}
+	if r.rps == 0 || r.p99 == 0 {
+		b.Fatalf("cannot read wrk's output:\n%s", out)
+	}
+	return r
+}
+
+// BenchmarkIngressVsBareHandler compares the real server (a `factory serve`
+// process, durable writes, rate limit off) with a bare net/http handler
+// answering 202, under the same wrk load: 64 connections, 1 KB token-mode
+// deliveries. It reports both throughputs, their ratio and both p99s.
+// Targets: ratio at least 0.45, p99 at most 3x the bare handler's.
+func BenchmarkIngressVsBareHandler(b *testing.B) {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		b.Skip("wrk is not installed (apt-get install wrk; make bench does it)")
+	}
+	dir := b.TempDir()
+	script := filepath.Join(dir, "post.lua")
+	pad := strings.Repeat("x", 1024-len(`{"event":"build.failed","pad":""}`))
+	os.WriteFile(script, []byte(strings.Replace(wrkScript, "PAD", pad, 1)), 0o644)
+	duration := 5 * time.Second
+	if v := os.Getenv("BENCH_SECONDS"); v != "" {
+		s, _ := strconv.Atoi(v)
+		duration = time.Duration(s) * time.Second
+	}
+
+	// The bare handler: read the body, answer 202.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10+1))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		w.Write([]byte(`{"delivery_id":"dlv_bare"}` + "\n"))
+	})}
+	go bare.Serve(ln)
+	defer bare.Close()
+
+	// The real server, as a user runs it.
+	bin := filepath.Join(dir, "factory")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/factory").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	data, repo := filepath.Join(dir, "data"), filepath.Join(dir, "repo")
+	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
+	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
+	run := func(stdin string, args ...string) {
+		cmd := exec.Command(bin, append([]string{"--data", data}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	run(benchToken, "secrets", "create", "tok", "--from-stdin")
+	run("", "webhooks", "import", "bench/hook", "--uid", benchUID)
+	srv := exec.Command(bin, "--data", data, "serve", "--source", repo, "--name", "bench", "--listen", "127.0.0.1:0", "--ingress-rate-limit", "-1")
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var info struct{ URL string }
+		if raw, err := os.ReadFile(filepath.Join(data, "server.json")); err == nil && json.Unmarshal(raw, &info) == nil {
+			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					base = info.URL
+				}
+			}
+		}
+	}
+	if base == "" {
+		b.Fatal("the server did not start")
+	}
+
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		runWrk(b, "http://"+ln.Addr().String()+"/webhooks/w/"+benchUID, script, time.Second) // warm-up
+		bareR := runWrk(b, "http://"+ln.Addr().String()+"/webhooks/w/"+benchUID, script, duration)
+		runWrk(b, base+"/webhooks/w/"+benchUID, script, time.Second)
+		realR := runWrk(b, base+"/webhooks/w/"+benchUID, script, duration)
+		if realR.non2xx > 0 {
+			b.Fatalf("%d deliveries were not accepted", realR.non2xx)
+		}
+		b.ReportMetric(bareR.rps, "bare-req/s")
+		b.ReportMetric(realR.rps, "ingress-req/s")
+		b.ReportMetric(realR.rps/bareR.rps, "throughput-ratio")
+		b.ReportMetric(float64(bareR.p99.Microseconds())/1000, "bare-p99-ms")
+		b.ReportMetric(float64(realR.p99.Microseconds())/1000, "ingress-p99-ms")
+		b.ReportMetric(float64(realR.p99)/float64(bareR.p99), "p99-ratio")
+		fmt.Fprintf(os.Stderr, "ingress %.0f req/s vs bare %.0f req/s (ratio %.2f); p99 %v vs %v (ratio %.2f)\n",
+			realR.rps, bareR.rps, realR.rps/bareR.rps, realR.p99, bareR.p99, float64(realR.p99)/float64(bareR.p99))
+	}
+}
