@@ -24,7 +24,8 @@ lint: ## gofmt and go vet
 test: lint ## everything CI runs
 	$(GO) test -count=1 -timeout 15m ./...
 
-bench: ## benchmarks; figures go into BENCHMARKS.md
+bench: ## benchmarks (installs wrk for the ingress one); figures go into BENCHMARKS.md
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk is not installed: the ingress benchmark will be skipped"
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./...
 
 fuzz: ## run each fuzz target for a while (FUZZTIME=30s)

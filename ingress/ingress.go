@@ -208,7 +208,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		h.failed.add(failKey, now)
 		return q.reject(store.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
 	}
-	tooLarge := func() error {
+	tooLarge := func(err error) error {
+		if !errors.Is(err, errTooLarge) {
+			// The sender went away or sent a broken stream: nothing to log.
+			return problem.Errorf(problem.InvalidRequest, "the body could not be read")
+		}
 		return q.reject(store.LabelRejectedTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody),
 			problem.Errorf(problem.TooLarge, fmt.Sprintf("the body is over the %d-byte limit", h.cfg.MaxBody)))
 	}
@@ -222,13 +226,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 			return authFailed(reason)
 		}
 		if body, err = readBody(r, h.cfg.MaxBody); err != nil {
-			return tooLarge()
+			return tooLarge(err)
 		}
 	} else {
 		if body, err = readBody(r, h.cfg.MaxBody); err != nil {
-			return tooLarge()
+			return tooLarge(err)
 		}
-		q.size = int64(len(body))
 		if reason := h.authenticate(t, r, token, now, body...); reason != "" {
 			return authFailed(reason)
 		}

@@ -48,6 +48,10 @@ func Open(dir string) (*Store, error) {
 		// flushes (and compacts) less often.
 		MemTableSize: 64 << 20,
 		Cache:        pebble.NewCache(64 << 20),
+		// Never stall writers on L0 files while a compaction catches up
+		// (as CockroachDB runs pebble): a burst of deliveries must not wait.
+		L0StopWritesThreshold:       1000,
+		MemTableStopWritesThreshold: 4,
 	}
 	defer opts.Cache.Unref()
 	// Ingress looks up every new delivery's identity, and a new identity
