@@ -215,3 +215,10 @@ func (c *Client) SetSuspended(ctx context.Context, uid string, suspended bool) (
 	out := &reconciler.WebhookStatus{}
 	return out, c.Do(ctx, http.MethodPost, "/v1/webhooks/"+url.PathEscape(uid)+"/"+verb, nil, out)
 }
+
+// TestFilter evaluates an automation against a stored accepted delivery.
+// The answer is decoded into out (server.TestResult's shape).
+func (c *Client) TestFilter(ctx context.Context, automationUID, deliveryID string, out any) error {
+	b, _ := json.Marshal(map[string]string{"delivery_id": deliveryID})
+	return c.Do(ctx, http.MethodPost, "/v1/automations/"+url.PathEscape(automationUID)+"/test-filter", bytes.NewReader(b), out)
+}

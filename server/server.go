@@ -337,6 +337,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/factories/{uid}", s.auth(store.ScopeRuns, s.getFactory))
 	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(store.ScopeAdmin, s.syncFactory))
 	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(store.ScopeAdmin, s.factoryState))
+	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(store.ScopeAdmin, s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", s.auth(store.ScopeAdmin, s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(store.ScopeAdmin, s.revealSecret))
 	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(store.ScopeAdmin, s.suspend(true)))

@@ -322,3 +322,27 @@ func (s *Store) SetSuspended(uid string, suspended bool) (*Webhook, error) {
 	b.PutWebhook(w)
 	return w, b.Commit()
 }
+
+// AutomationByUID finds an automation of any factory by its UID.
+func (s *Store) AutomationByUID(uid string) (*Automation, error) {
+	all, err := scanJSON[Automation](s, automationPrefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range all {
+		if a.UID == uid {
+			return a, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// AllWebhooksOf lists a factory's webhooks, live and deleted.
+func (s *Store) AllWebhooksOf(factory string) ([]*Webhook, error) {
+	live, err := s.Webhooks(factory)
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := scanJSON[Webhook](s, deletedWebhookPrefix+factory+"/")
+	return append(live, deleted...), err
+}

@@ -52,7 +52,7 @@ Start with:
 	pf.StringVar(&a.serverFlag, "server", "", "talk to a running server at this URL instead of opening the store (default $FACTORY_SERVER)")
 	pf.StringVar(&a.apiKeyFlag, "api-key", "", "API key for --server (default $FACTORY_API_KEY, else the data directory's admin key)")
 	root.AddCommand(a.reconcileCmd(), a.statusCmd(), a.serveCmd(), a.secretsCmd(), a.webhooksCmd(),
-		a.apikeysCmd(), a.schemaCmd(), a.versionCmd())
+		a.automationsCmd(), a.apikeysCmd(), a.schemaCmd(), a.versionCmd())
 	return root
 }
 
@@ -285,6 +285,8 @@ func outputFlag(cmd *cobra.Command, p *string, allowed ...string) {
 		return fmt.Errorf("--output must be one of %s, not %q", strings.Join(allowed, ", "), *p)
 	}
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

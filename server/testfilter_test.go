@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"factory/client"
+	"factory/server"
+	"factory/store"
+)
+
+func TestTestFilter(t *testing.T) {
+	h, root := ingressFactory(t)
+	ctx := context.Background()
+	tok, hdr := h.hook("tok"), h.hook("hdr")
+	os.MkdirAll(filepath.Join(root, "automations"), 0o755)
+	auto := func(name, uid, payload string) {
+		text := "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" + uid + "]\n" + payload + "---\nGo.\n"
+		os.WriteFile(filepath.Join(root, "automations", name+".md"), []byte(text), 0o644)
+	}
+	auto("on-tok", tok.uid, "      payload:\n        action: [opened]\n        issue: {labels: {exists: true}}\n")
+	auto("on-hdr", hdr.uid, "")
+	st, err := h.c.SyncFactory(ctx, h.status("acme").UID)
+	if err != nil || !st.Ready {
+		t.Fatalf("sync: %v %+v", err, st)
+	}
+	ids := map[string]string{}
+	for _, a := range st.Automations {
+		ids[a.Name] = a.ID
+	}
+	bearer := "Bearer " + tok.secret
+	opened := deliveryID(t, post(t, tok.url, "", `{"action":"opened","issue":{"labels":[]}}`, "Authorization", bearer))
+	closed := deliveryID(t, post(t, tok.url, "", `{"action":"closed","issue":{}}`, "Authorization", bearer))
+	post(t, tok.url, "", `not json`, "Authorization", bearer)
+	rejected := h.log(tok.uid)[0]
+	if rejected.Label != store.LabelRejectedJSON {
+		t.Fatalf("setup: %+v", rejected.Delivery)
+	}
+
+	test := func(auto, delivery string) (*server.TestResult, error) {
+		var res server.TestResult
+		err := h.c.TestFilter(ctx, ids[auto], delivery, &res)
+		return &res, err
+	}
+	res, err := test("on-tok", opened)
+	if err != nil || !res.WouldTrigger || !res.WebhookCheck.Passed || !res.PayloadCheck.Passed || len(res.PayloadCheck.Keys) != 2 ||
+		!strings.Contains(res.WebhookCheck.Detail, "which trigger 1 selects") {
+		t.Fatalf("a matching delivery: %v %+v", err, res)
+	}
+	res, err = test("on-tok", closed)
+	if err != nil || res.WouldTrigger || res.PayloadCheck.Passed {
+		t.Fatalf("a non-matching delivery: %v %+v", err, res)
+	}
+	if k := res.PayloadCheck.Keys[0]; k.Path != "/action" || k.Passed || k.Actual != "closed" {
+		t.Fatalf("the key that stopped it: %+v", k)
+	}
+	if k := res.PayloadCheck.Keys[1]; k.Path != "/issue/labels" || k.Passed || k.ActualPresent {
+		t.Fatalf("the missing key: %+v", k)
+	}
+	res, err = test("on-hdr", opened)
+	if err != nil || res.WouldTrigger || res.WebhookCheck.Passed || !strings.Contains(res.WebhookCheck.Detail, "which no trigger selects") {
+		t.Fatalf("another webhook's delivery: %v %+v", err, res)
+	}
+	if _, err := test("on-tok", rejected.ID); err == nil || err.(*client.Error).Status != 409 || !strings.Contains(err.Error(), "no stored payload") {
+		t.Fatalf("a rejected delivery: %v", err)
+	}
+	if _, err := test("on-tok", "dlv_nope"); err == nil || err.(*client.Error).Status != 404 {
+		t.Fatalf("an unknown delivery: %v", err)
+	}
+	var res2 server.TestResult
+	if err := h.c.TestFilter(ctx, "au_nope", opened, &res2); err == nil || err.(*client.Error).Status != 404 {
+		t.Fatalf("an unknown automation: %v", err)
+	}
+}
