@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -221,4 +222,37 @@ func (c *Client) SetSuspended(ctx context.Context, uid string, suspended bool) (
 func (c *Client) TestFilter(ctx context.Context, automationUID, deliveryID string, out any) error {
 	b, _ := json.Marshal(map[string]string{"delivery_id": deliveryID})
 	return c.Do(ctx, http.MethodPost, "/v1/automations/"+url.PathEscape(automationUID)+"/test-filter", bytes.NewReader(b), out)
+}
+
+// RecentPayloads reads the bodies of a webhook's most recent accepted
+// deliveries, newest first, at most n (for a dry-run's impact report).
+func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
+	ctx := context.Background()
+	var out [][]byte
+	cursor := ""
+	for len(out) < n {
+		list, page, err := c.Deliveries(ctx, webhookUID, 100, cursor)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Status == http.StatusNotFound {
+				return nil, nil // a UID the server does not know: nothing to replay
+			}
+			return nil, err
+		}
+		for _, d := range list {
+			if d.Label != store.LabelAccepted || len(out) == n {
+				continue
+			}
+			full, err := c.Delivery(ctx, webhookUID, d.ID)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, full.Payload)
+		}
+		if !page.HasNextPage {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	return out, nil
 }

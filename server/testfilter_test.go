@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"factory/client"
+	"factory/reconciler"
 	"factory/server"
 	"factory/store"
 )
@@ -70,6 +71,18 @@ func TestTestFilter(t *testing.T) {
 	if _, err := test("on-tok", "dlv_nope"); err == nil || err.(*client.Error).Status != 404 {
 		t.Fatalf("an unknown delivery: %v", err)
 	}
+	// A dry-run through the server replays recent deliveries against a
+	// changed filter.
+	auto("on-tok", tok.uid, "      payload:\n        action: [closed]\n")
+	c, err := reconciler.Check(ctx, reconciler.DirSource{Root: root}, "acme", h.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impacts, err := reconciler.MeasureImpact(c, h.c)
+	if err != nil || len(impacts) != 1 || impacts[0].Deliveries != 2 || impacts[0].Before != 1 || impacts[0].After != 1 {
+		t.Fatalf("impact through the server: %v %+v", err, impacts)
+	}
+
 	var res2 server.TestResult
 	if err := h.c.TestFilter(ctx, "au_nope", opened, &res2); err == nil || err.(*client.Error).Status != 404 {
 		t.Fatalf("an unknown automation: %v", err)

@@ -254,3 +254,30 @@ func (s *Store) IdentityKeys(fn func(string)) error {
 		return nil
 	})
 }
+
+// RecentPayloads returns the bodies of a webhook's most recent accepted
+// deliveries, newest first, at most n.
+func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
+	var out [][]byte
+	before := ""
+	for len(out) < n {
+		ds, more, err := s.Deliveries(webhookUID, before, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if d.Label != LabelAccepted || len(out) == n {
+				continue
+			}
+			p, err := s.DeliveryPayload(webhookUID, d.ID)
+			if err == nil {
+				out = append(out, p)
+			}
+		}
+		if !more {
+			break
+		}
+		before = ds[len(ds)-1].ID
+	}
+	return out, nil
+}

@@ -189,6 +189,7 @@ func (a *app) apiKey() string {
 // server that holds it.
 type stateView interface {
 	reconciler.StateReader
+	reconciler.Payloads
 	Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error)
 	Close()
 }

@@ -151,7 +151,14 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 	if err != nil {
 		return err
 	}
-	return a.report(o, c.Plan, true)
+	var impacts []reconciler.Impact
+	if v != nil && c.Plan.Valid() {
+		// What the changed filters would have done to recent deliveries.
+		if impacts, err = reconciler.MeasureImpact(c, v); err != nil {
+			return fmt.Errorf("measure the impact on recent deliveries: %w", err)
+		}
+	}
+	return a.report(o, c.Plan, true, impacts...)
 }
 
 func fillUIDs(p *reconciler.Plan, st *store.State) {
@@ -173,10 +180,12 @@ func fillUIDs(p *reconciler.Plan, st *store.State) {
 }
 
 // report prints a plan in the chosen format and decides the exit code.
-func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool) error {
+func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool, impacts ...reconciler.Impact) error {
 	switch o.output {
 	case "json":
-		if err := printJSON(a.stdout, planJSON(p, dryRun)); err != nil {
+		out := planJSON(p, dryRun)
+		out.Impact = impacts
+		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
 	case "github":
@@ -184,6 +193,7 @@ func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool) error {
 			fmt.Fprintln(a.stdout, githubAnnotation(d))
 		}
 		printPlan(a.stdout, p, dryRun)
+		printImpact(a.stdout, impacts)
 	default:
 		for _, d := range p.Diagnostics {
 			level := "error"
@@ -193,6 +203,7 @@ func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool) error {
 			fmt.Fprintf(a.stderr, "%s: %s\n", level, d)
 		}
 		printPlan(a.stdout, p, dryRun)
+		printImpact(a.stdout, impacts)
 	}
 	switch {
 	case !p.Valid():
@@ -219,6 +230,9 @@ type planOut struct {
 	Errors   []diagJSON          `json:"errors"`
 	Warnings []diagJSON          `json:"warnings"`
 	Changes  []reconciler.Change `json:"changes"`
+	// Impact is set by a dry-run with state: what changed triggers would
+	// have done to each selected webhook's recent deliveries.
+	Impact []reconciler.Impact `json:"impact,omitempty"`
 }
 
 func planJSON(p *reconciler.Plan, dryRun bool) planOut {
@@ -364,4 +378,23 @@ func (a *app) syncRemote(cmd *cobra.Command, o *reconcileOpts, src reconciler.So
 		return exitCode(1)
 	}
 	return nil
+}
+
+// printImpact writes what changed triggers would have done to recent
+// deliveries: "would have triggered 3 of the last 50, was 12".
+func printImpact(w io.Writer, impacts []reconciler.Impact) {
+	if len(impacts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nOn recent deliveries:")
+	for _, im := range impacts {
+		line := fmt.Sprintf("  automation %s on %s: would have triggered %d of the last %d", im.Automation, im.WebhookUID, im.After, im.Deliveries)
+		if !im.New {
+			line += fmt.Sprintf(", was %d", im.Before)
+		}
+		if im.Deliveries == 0 {
+			line = fmt.Sprintf("  automation %s on %s: no stored deliveries to replay", im.Automation, im.WebhookUID)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
