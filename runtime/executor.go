@@ -1,0 +1,57 @@
+// Package runtime executes runs: an agent process working on a prompt in a
+// workspace. This file holds what every executor shares; the run store,
+// queue and Agents API build on it.
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Run states (agents-api.md).
+const (
+	StateQueued     = "QUEUED"
+	StateInProgress = "INPROGRESS"
+	StateSucceeded  = "SUCCEEDED"
+	StateFailed     = "FAILED"
+	StateCancelled  = "CANCELLED"
+	StateError      = "ERROR"
+	StateBlocked    = "BLOCKED"
+)
+
+// Turn is one turn of a run: the first prompt, or a follow-up that
+// continues a finished run.
+type Turn struct {
+	RunID          string
+	Workspace      string // the run's directory; the agent's working directory
+	Prompt         string
+	PromptFile     string // PROMPT.md in the workspace
+	AttachmentsDir string
+	FollowUp       string // the follow-up message of a continued run, else ""
+	Env            []string
+	// IdleTimeout ends the turn FAILED after this long without output;
+	// Timeout after this long in all. Zero means no limit.
+	IdleTimeout time.Duration
+	Timeout     time.Duration
+}
+
+// Event is something the agent reported during a turn: a status message.
+type Event struct {
+	Time    time.Time
+	Message string
+}
+
+// Result is how a turn ended.
+type Result struct {
+	State   string // SUCCEEDED, FAILED, CANCELLED or ERROR
+	Message string // why, for a status message
+	// Stderr is the end of the agent's standard error, kept for diagnosis.
+	Stderr string
+}
+
+// Executor runs turns. Run blocks until the turn ends; cancelling ctx
+// cancels the turn (the result is then CANCELLED). events is called from
+// one goroutine at a time, in order.
+type Executor interface {
+	Run(ctx context.Context, t Turn, events func(Event)) Result
+}
