@@ -1,0 +1,438 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"factory/store"
+)
+
+// Environment is where runs execute: an executor and its limits
+// (runtime.md).
+type Environment struct {
+	Executor Executor
+	Timeout  time.Duration
+}
+
+// Config sets a Manager up.
+type Config struct {
+	Store              *store.Store
+	DataDir            string // runs live in DataDir/runs/<run id>/workspace
+	Environments       map[string]Environment
+	DefaultEnvironment string
+	MaxConcurrent      int // default 4
+	// DefaultIdleTimeout applies when a run's config sets none (10 min).
+	DefaultIdleTimeout time.Duration
+	Log                *slog.Logger
+}
+
+// Errors of the manager, for the API to map to statuses.
+var (
+	ErrUnknownEnvironment = errors.New("unknown environment")
+	ErrNotFound           = errors.New("no such run")
+	ErrTerminal           = errors.New("the run has ended")
+)
+
+// Manager runs runs: a queue in creation order, at most MaxConcurrent at
+// once, each in its own workspace, every transition durable.
+type Manager struct {
+	cfg Config
+
+	mu      sync.Mutex // queue, active, and read-modify-write of run records
+	queue   []string
+	active  map[string]*activeRun
+	wake    chan struct{}
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+type activeRun struct {
+	cancel   context.CancelCauseFunc
+	canceled bool
+}
+
+// errShutdown is the cause of a turn stopped because the server stopped.
+var errShutdown = errors.New("the server stopped while the run was in progress")
+
+// NewManager returns a manager; Start runs it.
+func NewManager(cfg Config) *Manager {
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 4
+	}
+	if cfg.DefaultIdleTimeout == 0 {
+		cfg.DefaultIdleTimeout = 10 * time.Minute
+	}
+	return &Manager{cfg: cfg, active: map[string]*activeRun{}, wake: make(chan struct{}, 1)}
+}
+
+// CreateRequest is a run to create.
+type CreateRequest struct {
+	Prompt, Title, Environment, Source   string
+	Config                               json.RawMessage
+	Metadata                             map[string]string
+	FactoryUID, AutomationID, DeliveryID string
+	Attachments                          []AttachmentData
+	IdleTimeout                          time.Duration
+}
+
+// AttachmentData is an attachment's name, type and content.
+type AttachmentData struct {
+	Name, MimeType string
+	Data           []byte
+}
+
+// Start recovers runs left by the previous process, then executes queued
+// runs until ctx ends; then it stops the runs in progress (they end ERROR,
+// retryable) and returns when they have.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.recover(); err != nil {
+		return err
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.dispatch(ctx)
+	}()
+	return nil
+}
+
+// Wait returns once the manager has stopped.
+func (m *Manager) Wait() { m.wg.Wait() }
+
+// recover: a run in progress when the server died has no process any more:
+// it ends ERROR, retryable (a follow-up continues it). Queued runs are
+// queued again, in creation order.
+func (m *Manager) recover() error {
+	runs, err := m.cfg.Store.RunsInState(StateQueued, StateInProgress)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.State == StateInProgress {
+			if err := m.finish(r, Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
+				return err
+			}
+			continue
+		}
+		m.queue = append(m.queue, r.ID)
+	}
+	return nil
+}
+
+func newRunID() string {
+	b := make([]byte, 15)
+	rand.Read(b)
+	return "run_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// Workspace is a run's working directory.
+func (m *Manager) Workspace(id string) string {
+	return filepath.Join(m.cfg.DataDir, "runs", id, "workspace")
+}
+
+// Create stores a new run, QUEUED, with its workspace ready (PROMPT.md and
+// the attachments), durably, and queues it.
+func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
+	env := req.Environment
+	if env == "" {
+		env = m.cfg.DefaultEnvironment
+	}
+	if _, ok := m.cfg.Environments[env]; !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownEnvironment, env)
+	}
+	now := time.Now().UTC()
+	r := &store.Run{ID: newRunID(), Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
+		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
+		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID}
+	if r.Title == "" {
+		r.Title = titleOf(req.Prompt)
+	}
+	ws := m.Workspace(r.ID)
+	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(req.Prompt), 0o600); err != nil {
+		return nil, err
+	}
+	for _, a := range req.Attachments {
+		name := filepath.Base(a.Name)
+		if name == "." || name == "/" || name == ".." {
+			return nil, fmt.Errorf("attachment name %q is not a file name", a.Name)
+		}
+		// Attachments sit beside PROMPT.md (event-payload.json is read
+		// there by agents) and in attachments/.
+		for _, p := range []string{filepath.Join(ws, name), filepath.Join(ws, "attachments", name)} {
+			if err := os.WriteFile(p, a.Data, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		r.Attachments = append(r.Attachments, store.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
+	}
+	b := m.cfg.Store.NewLogBatch()
+	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "created", State: StateQueued})
+	b.PutRun(r, true)
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	m.enqueue(r.ID)
+	return r, nil
+}
+
+func titleOf(prompt string) string {
+	line := strings.TrimSpace(prompt)
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = strings.TrimLeft(line, "# ")
+	if len(line) > 80 {
+		line = line[:77] + "..."
+	}
+	if line == "" {
+		return "Untitled run"
+	}
+	return line
+}
+
+func (m *Manager) enqueue(id string) {
+	m.mu.Lock()
+	m.queue = append(m.queue, id)
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch starts queued runs, oldest first, while slots are free.
+func (m *Manager) dispatch(ctx context.Context) {
+	var turns sync.WaitGroup
+	defer turns.Wait()
+	for {
+		m.mu.Lock()
+		for len(m.queue) > 0 && len(m.active) < m.cfg.MaxConcurrent && ctx.Err() == nil {
+			id := m.queue[0]
+			m.queue = m.queue[1:]
+			// Not derived from ctx: on shutdown the cause must be errShutdown.
+			turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+			m.active[id] = &activeRun{cancel: cancel}
+			turns.Add(1)
+			go func() {
+				defer turns.Done()
+				m.execute(turnCtx, id)
+				cancel(nil)
+				m.mu.Lock()
+				delete(m.active, id)
+				m.mu.Unlock()
+				select {
+				case m.wake <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			m.stopped = true
+			for _, a := range m.active {
+				a.cancel(errShutdown)
+			}
+			m.mu.Unlock()
+			return
+		case <-m.wake:
+		}
+	}
+}
+
+// execute runs one turn of a run and records how it ended.
+func (m *Manager) execute(ctx context.Context, id string) {
+	m.mu.Lock()
+	r, err := m.cfg.Store.Run(id)
+	if err != nil || r.State != StateQueued {
+		m.mu.Unlock()
+		return // cancelled while queued
+	}
+	follow, _ := m.cfg.Store.FollowUps(id)
+	now := time.Now().UTC()
+	r.State, r.UpdatedAt = StateInProgress, now
+	r.Turns++
+	if r.StartedAt == nil {
+		r.StartedAt = &now
+	}
+	turn := Turn{RunID: r.ID, Workspace: m.Workspace(r.ID), Prompt: r.Prompt,
+		PromptFile: filepath.Join(m.Workspace(r.ID), "PROMPT.md"), AttachmentsDir: filepath.Join(m.Workspace(r.ID), "attachments"),
+		IdleTimeout: m.idleTimeout(r)}
+	b := m.cfg.Store.NewLogBatch()
+	if r.Turns > 1 && len(follow) > 0 {
+		// A continued run: the oldest pending follow-up is this turn's.
+		turn.FollowUp = follow[0].Message
+		b.DropFollowUp(follow[0].Key)
+	}
+	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "started", State: StateInProgress, Message: turn.FollowUp})
+	b.PutRun(r, false)
+	err = b.Commit()
+	m.mu.Unlock()
+	if err != nil {
+		m.cfg.Log.Error("starting a run", "run", id, "err", err)
+		return
+	}
+	env := m.cfg.Environments[r.Environment]
+	turn.Timeout = env.Timeout
+	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
+	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
+		res = Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err = m.cfg.Store.Run(id)
+	if err == nil {
+		err = m.finish(r, res, res.State == StateError)
+	}
+	if err != nil {
+		m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
+	}
+}
+
+func (m *Manager) idleTimeout(r *store.Run) time.Duration {
+	var cfg struct {
+		Idle int `json:"idle_timeout_minutes"`
+	}
+	if json.Unmarshal(r.Config, &cfg) == nil && cfg.Idle > 0 {
+		return time.Duration(cfg.Idle) * time.Minute
+	}
+	return m.cfg.DefaultIdleTimeout
+}
+
+// report records a status message of a run in progress. Messages are
+// written without waiting for the disk: a crash loses the last few, never
+// a state.
+func (m *Manager) report(id string, e Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.cfg.Store.Run(id)
+	if err != nil {
+		return
+	}
+	r.StatusMessage = &store.StatusMessage{Message: e.Message}
+	r.UpdatedAt = e.Time
+	b := m.cfg.Store.NewLogBatch()
+	b.AddRunEvent(r, store.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
+	b.PutRun(r, false)
+	if err := b.CommitNoSync(); err != nil {
+		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
+	}
+}
+
+// finish records a turn's end; the caller holds mu. A run with pending
+// follow-ups goes back to the queue for its next turn.
+func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
+	now := time.Now().UTC()
+	r.State, r.UpdatedAt = res.State, now
+	r.StatusMessage = &store.StatusMessage{Message: res.Message, Retryable: retryable}
+	if res.State == StateError {
+		r.StatusMessage.ErrorCode = "platform_error"
+	}
+	b := m.cfg.Store.NewLogBatch()
+	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
+	pending, err := m.cfg.Store.FollowUps(r.ID)
+	if err != nil {
+		return err
+	}
+	requeue := len(pending) > 0 && res.State != StateCancelled && !m.stopped
+	if requeue {
+		r.State = StateQueued
+	}
+	b.PutRun(r, false)
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	if requeue {
+		m.queue = append(m.queue, r.ID)
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func terminal(state string) bool {
+	switch state {
+	case StateSucceeded, StateFailed, StateCancelled, StateError:
+		return true
+	}
+	return false
+}
+
+// Cancel stops a queued or running run: it ends CANCELLED, and no process
+// of it is left. A run that has ended answers ErrTerminal.
+func (m *Manager) Cancel(id string) (*store.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.cfg.Store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if terminal(r.State) {
+		return nil, fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
+	}
+	if a, ok := m.active[id]; ok && r.State == StateInProgress {
+		a.cancel(context.Canceled) // the turn ends CANCELLED and records it
+		return r, nil
+	}
+	for i, q := range m.queue {
+		if q == id {
+			m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
+			break
+		}
+	}
+	return r, m.finish(r, Result{State: StateCancelled, Message: "cancelled"}, false)
+}
+
+// FollowUp sends a message to a run. During a turn (or while queued) it
+// waits for the next turn; a run that has ended is continued: it goes back
+// to QUEUED with the message as its next turn. Several keep their order.
+func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.cfg.Store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	b := m.cfg.Store.NewLogBatch()
+	b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
+	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "followup", Message: message})
+	requeue := terminal(r.State)
+	if requeue {
+		r.State, r.UpdatedAt = StateQueued, now
+	}
+	b.PutRun(r, false)
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	if requeue {
+		m.queue = append(m.queue, id)
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Key layout of runs.
+const (
+	runPrefix        = "run/"   // run/<run id> → Run
+	runCreatedPrefix = "runc/"  // runc/<created ns, 20 digits>/<run id> → nothing: creation order
+	runEventPrefix   = "runev/" // runev/<run id>/<seq, 10 digits> → RunEvent
+	runFollowPrefix  = "runfu/" // runfu/<run id>/<seq, 10 digits> → a pending follow-up message
+)
+
+// Run is an agent run (agents-api.md's RunItem, and what executing it
+// needs).
+type Run struct {
+	ID            string            `json:"run_id"`
+	Title         string            `json:"title"`
+	Prompt        string            `json:"prompt"`
+	State         string            `json:"state"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	Config        json.RawMessage   `json:"agent_config,omitempty"`
+	Environment   string            `json:"environment_id,omitempty"`
+	Source        string            `json:"source,omitempty"`
+	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	FactoryUID    string            `json:"factory_uid,omitempty"`
+	AutomationID  string            `json:"automation_id,omitempty"`
+	DeliveryID    string            `json:"delivery_id,omitempty"`
+	Attachments   []Attachment      `json:"attachments,omitempty"`
+	// Turns counts the turns run so far; a follow-up to a finished run
+	// starts the next one.
+	Turns int `json:"turns"`
+	// Events counts the run's timeline entries (the next one's number).
+	Events int `json:"event_count"`
+}
+
+// StatusMessage is the latest thing a run reported.
+type StatusMessage struct {
+	Message   string `json:"message"`
+	ErrorCode string `json:"error_code,omitempty"`
+	Retryable bool   `json:"retryable,omitempty"`
+}
+
+// Attachment is a file given to the run, stored in its workspace.
+type Attachment struct {
+	Name     string `json:"file_name"`
+	MimeType string `json:"mime_type,omitempty"`
+	Size     int64  `json:"size"`
+}
+
+// RunEvent is one entry of a run's timeline.
+type RunEvent struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // created, started, message, followup, finished
+	Message string    `json:"message,omitempty"`
+	State   string    `json:"state,omitempty"`
+}
+
+func nanos(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
+
+// PutRun writes a run (the caller's batch decides durability) and, for a
+// new run, its place in creation order.
+func (b *Batch) PutRun(r *Run, isNew bool) {
+	b.putJSON(runPrefix+r.ID, r)
+	if isNew {
+		b.putRaw(runCreatedPrefix+nanos(r.CreatedAt)+"/"+r.ID, nil)
+	}
+}
+
+// AddRunEvent appends to a run's timeline; r.Events numbers it.
+func (b *Batch) AddRunEvent(r *Run, e RunEvent) {
+	b.putJSON(fmt.Sprintf("%s%s/%010d", runEventPrefix, r.ID, r.Events), e)
+	r.Events++
+}
+
+// QueueFollowUp stores a follow-up message to send as the run's next turn.
+func (b *Batch) QueueFollowUp(runID string, seq int, message string) {
+	b.putRaw(fmt.Sprintf("%s%s/%010d", runFollowPrefix, runID, seq), []byte(message))
+}
+
+// DropFollowUp removes a follow-up once its turn has started.
+func (b *Batch) DropFollowUp(key string) { b.delete(key) }
+
+// Run reads one run.
+func (s *Store) Run(id string) (*Run, error) {
+	r := &Run{}
+	return r, s.getJSON(runPrefix+id, r)
+}
+
+// RunEvents reads a run's timeline, oldest first.
+func (s *Store) RunEvents(id string) ([]*RunEvent, error) {
+	return scanJSON[RunEvent](s, runEventPrefix+id+"/")
+}
+
+// PendingFollowUp is a queued follow-up: its key (to drop it) and message.
+type PendingFollowUp struct {
+	Key, Message string
+}
+
+// FollowUps lists a run's pending follow-ups in the order they came.
+func (s *Store) FollowUps(id string) ([]PendingFollowUp, error) {
+	var out []PendingFollowUp
+	err := s.scan(runFollowPrefix+id+"/", func(key string, v []byte) error {
+		out = append(out, PendingFollowUp{Key: key, Message: string(v)})
+		return nil
+	})
+	return out, err
+}
+
+// RunsInState lists the runs in one of the states, oldest first. It walks
+// creation order; used at start-up, where every run must be seen once.
+func (s *Store) RunsInState(states ...string) ([]*Run, error) {
+	want := map[string]bool{}
+	for _, st := range states {
+		want[st] = true
+	}
+	var out []*Run
+	err := s.scan(runCreatedPrefix, func(key string, _ []byte) error {
+		id := key[len(runCreatedPrefix)+21:]
+		r, err := s.Run(id)
+		if err != nil {
+			return err
+		}
+		if want[r.State] {
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
