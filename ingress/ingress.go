@@ -59,6 +59,9 @@ type Config struct {
 	MaxBody             int64
 	PerMinute           int
 	FailedAuthPerMinute int
+	// Accepted, when set, is told after each accepted delivery is on disk
+	// (to evaluate it now rather than at the next poll).
+	Accepted func()
 }
 
 // Handler serves webhook ingress.
@@ -339,6 +342,9 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	}
 	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
 	accepted(w, d.ID)
+	if h.cfg.Accepted != nil {
+		h.cfg.Accepted()
+	}
 	return nil
 }
 

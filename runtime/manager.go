@@ -22,6 +22,7 @@ import (
 type Environment struct {
 	Executor Executor
 	Timeout  time.Duration
+	Env      []string // KEY=VALUE added to the agent's environment
 }
 
 // Config sets a Manager up.
@@ -77,6 +78,14 @@ func NewManager(cfg Config) *Manager {
 
 // CreateRequest is a run to create.
 type CreateRequest struct {
+	// ID, when set, makes Create idempotent: a run with this ID that
+	// exists already is returned as it is (automation runs derive their
+	// ID from the delivery and the automation).
+	ID string
+	// ErrorOnUnknownEnvironment records a run whose environment does not
+	// exist as ERROR, naming it, instead of refusing it (automation runs:
+	// there is no caller to refuse).
+	ErrorOnUnknownEnvironment            bool
 	Prompt, Title, Environment, Source   string
 	Config                               json.RawMessage
 	Metadata                             map[string]string
@@ -143,15 +152,27 @@ func (m *Manager) Workspace(id string) string {
 // Create stores a new run, QUEUED, with its workspace ready (PROMPT.md and
 // the attachments), durably, and queues it.
 func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
+	if req.ID != "" {
+		if r, err := m.cfg.Store.Run(req.ID); err == nil {
+			return r, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
 	env := req.Environment
 	if env == "" {
 		env = m.cfg.DefaultEnvironment
 	}
-	if _, ok := m.cfg.Environments[env]; !ok {
+	_, known := m.cfg.Environments[env]
+	if !known && !req.ErrorOnUnknownEnvironment {
 		return nil, fmt.Errorf("%w %q", ErrUnknownEnvironment, env)
 	}
 	now := time.Now().UTC()
-	r := &store.Run{ID: newRunID(), Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
+	id := req.ID
+	if id == "" {
+		id = newRunID()
+	}
+	r := &store.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID}
 	if r.Title == "" {
@@ -180,11 +201,18 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 	}
 	b := m.cfg.Store.NewLogBatch()
 	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "created", State: StateQueued})
+	if !known {
+		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
+		r.State, r.StatusMessage = StateError, &store.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
+		b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: StateError, Message: msg})
+	}
 	b.PutRun(r, true)
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	m.enqueue(r.ID)
+	if known {
+		m.enqueue(r.ID)
+	}
 	return r, nil
 }
 
@@ -287,7 +315,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		return
 	}
 	env := m.cfg.Environments[r.Environment]
-	turn.Timeout = env.Timeout
+	turn.Timeout, turn.Env = env.Timeout, env.Env
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
 	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
 		res = Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}

@@ -21,6 +21,8 @@ type metrics struct {
 	ready    *prometheus.GaugeVec
 	revision *prometheus.GaugeVec
 	applied  *prometheus.GaugeVec
+
+	runsStarted prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -48,7 +50,11 @@ func newMetrics() *metrics {
 			Help: "When the factory's current revision was applied (Unix time).",
 		}, []string{"factory"}),
 	}
-	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied,
+	m.runsStarted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "factory_automation_runs_started_total",
+		Help: "Runs started by automations for accepted deliveries.",
+	})
+	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

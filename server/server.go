@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"factory"
+	"factory/automations"
 	"factory/ingress"
 	"factory/reconciler"
+	"factory/runtime"
 	"factory/store"
 )
 
@@ -41,6 +43,9 @@ type Config struct {
 	// Ingress limits; zero values take the seed's (ingress.Config).
 	IngressPerMinute, IngressFailedAuthPerMinute int
 	IngressMaxBody                               int64
+	// Runs executes runs; with it, accepted deliveries start the runs of
+	// the automations they match.
+	Runs *runtime.Manager
 }
 
 // Server serves the API and reconciles factories.
@@ -57,6 +62,7 @@ type Server struct {
 	runners map[string]*runner
 	ready   chan struct{} // closed when every factory has synced once
 	ingress *ingress.Handler
+	eval    *automations.Evaluator
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -81,7 +87,13 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{})}
-	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log,
+	var accepted func()
+	if cfg.Runs != nil {
+		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
+		accepted = s.eval.Wake
+	}
+	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute})
 	s.metrics.reg.MustRegister(s.ingress.Collectors()...)
 	for _, f := range cfg.Factories {
@@ -139,6 +151,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.sweep(runCtx)
 	}()
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.Start(runCtx); err != nil {
+			stopRunners()
+			return fmt.Errorf("start the runs: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.eval.Run(runCtx)
+			s.cfg.Runs.Wait()
+		}()
+	}
 
 	var err error
 	select {

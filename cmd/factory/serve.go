@@ -144,7 +144,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources,
+	runs, err := runManager(&cfg, s, a.dataDir(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)

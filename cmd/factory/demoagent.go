@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// demoAgentCmd is the bundled demo agent (runtime.md). It does no AI: it
+// reads the prompt and the attachments, reports progress, and writes
+// SUMMARY.md into the workspace, so that the whole path from a delivery to
+// a finished run can be seen working without an LLM. It speaks the exec
+// executor's protocol: the prompt on stdin, progress on stdout.
+func (a *app) demoAgentCmd() *cobra.Command {
+	var delay time.Duration
+	cmd := &cobra.Command{
+		Use:    "demo-agent",
+		Short:  "The bundled DEMO agent: does no AI; summarises its prompt and attachments into SUMMARY.md",
+		Hidden: false,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			say := func(format string, v ...any) {
+				fmt.Fprintf(a.stdout, "[demo agent] "+format+"\n", v...)
+				time.Sleep(delay)
+			}
+			prompt, err := io.ReadAll(io.LimitReader(a.stdin, 1<<20))
+			if err != nil {
+				return err
+			}
+			say("this is the bundled demo agent: it does no AI")
+			say("read a prompt of %d bytes", len(prompt))
+			var files []string
+			if dir := os.Getenv("FACTORY_ATTACHMENTS_DIR"); dir != "" {
+				entries, _ := os.ReadDir(dir)
+				for _, e := range entries {
+					if info, err := e.Info(); err == nil {
+						files = append(files, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
+					}
+				}
+			}
+			sort.Strings(files)
+			say("found %d attachment(s)", len(files))
+			followUp := os.Getenv("FACTORY_FOLLOWUP")
+			if followUp != "" {
+				say("continuing with a follow-up: %s", firstLine(followUp))
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "# Summary (demo agent: no AI was used)\n\n")
+			fmt.Fprintf(&b, "Run: %s\n\n## Prompt\n\n%s\n\n## Attachments\n\n", os.Getenv("FACTORY_RUN_ID"), firstLine(string(prompt)))
+			if len(files) == 0 {
+				b.WriteString("None.\n")
+			}
+			for _, f := range files {
+				fmt.Fprintf(&b, "- %s\n", f)
+			}
+			if followUp != "" {
+				fmt.Fprintf(&b, "\n## Follow-up\n\n%s\n", followUp)
+			}
+			if err := os.WriteFile(filepath.Join(".", "SUMMARY.md"), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+			say("wrote SUMMARY.md")
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&delay, "delay", 200*time.Millisecond, "pause between progress messages, to show them arrive")
+	return cmd
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

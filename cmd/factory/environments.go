@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"factory/runtime"
+	"factory/server"
+	"factory/store"
+)
+
+// DefaultEnvironment is the built-in environment of a server without a
+// configuration file: the bundled demo agent (runtime.md).
+const DefaultEnvironment = "default"
+
+type runtimeConfig struct {
+	MaxConcurrentRuns  int    `json:"maxConcurrentRuns"`
+	DefaultEnvironment string `json:"defaultEnvironment"`
+}
+
+type environmentConfig struct {
+	Executor string            `json:"executor"`
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env"`
+	Timeout  string            `json:"timeout"`
+}
+
+// runManager builds the run manager of a server from its configuration:
+// the environments it defines, or the built-in demo environment.
+func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slog.Logger) (*runtime.Manager, error) {
+	var rc runtimeConfig
+	if len(cfg.Runtime) > 0 {
+		if err := json.Unmarshal(cfg.Runtime, &rc); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+	}
+	envs := map[string]runtime.Environment{}
+	var defs map[string]environmentConfig
+	if len(cfg.Environments) > 0 {
+		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
+			return nil, fmt.Errorf("environments: %w", err)
+		}
+	}
+	names := make([]string, 0, len(defs))
+	for n := range defs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		d := defs[name]
+		if d.Executor != "exec" {
+			return nil, fmt.Errorf("environment %s: the %s executor is not available in this version; use executor: exec", name, d.Executor)
+		}
+		env := runtime.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
+		for k, v := range d.Env {
+			env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
+		}
+		sort.Strings(env.Env)
+		if d.Timeout != "" {
+			t, err := time.ParseDuration(d.Timeout)
+			if err != nil {
+				return nil, fmt.Errorf("environment %s: timeout: %w", name, err)
+			}
+			env.Timeout = t
+		}
+		envs[name] = env
+	}
+	if len(envs) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		envs[DefaultEnvironment] = runtime.Environment{Executor: &runtime.ExecExecutor{Command: []string{self, "demo-agent"}}, Timeout: 10 * time.Minute}
+	}
+	def := rc.DefaultEnvironment
+	if def == "" {
+		def = DefaultEnvironment
+	}
+	if _, ok := envs[def]; !ok {
+		return nil, fmt.Errorf("runtime.defaultEnvironment %q names no environment", def)
+	}
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.NewManager(runtime.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
+		MaxConcurrent: rc.MaxConcurrentRuns, Log: log}), nil
+}
