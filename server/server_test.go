@@ -20,6 +20,7 @@ import (
 	"factory/reconciler/gitsource"
 	"factory/reconciler/gitsource/gittest"
 	"factory/reconciler/watch"
+	"factory/runtime"
 	"factory/secrets"
 	"factory/server"
 	"factory/store"
@@ -28,13 +29,19 @@ import (
 const adminKey = "fk_test_admin_key_0000000000000000000000000"
 
 type harness struct {
-	t   *testing.T
-	url string
-	c   *client.Client
+	t     *testing.T
+	url   string
+	c     *client.Client
+	store *store.Store // for reading runs directly (the Agents API comes later)
 }
 
 // start runs a real server on loopback over a store in a temp dir.
 func start(t *testing.T, sources ...server.FactorySource) *harness {
+	return startWith(t, nil, sources...)
+}
+
+// startWith is start with a run manager made over the server's store.
+func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	data := t.TempDir()
 	s, err := store.Open(data)
@@ -55,8 +62,11 @@ func start(t *testing.T, sources ...server.FactorySource) *harness {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := server.New(server.Config{PublicURL: "http://" + ln.Addr().String(), Factories: sources},
-		&reconciler.Applier{Store: s, Keyring: kr}, log)
+	cfg := server.Config{PublicURL: "http://" + ln.Addr().String(), Factories: sources}
+	if runs != nil {
+		cfg.Runs = runs(s, data)
+	}
+	srv := server.New(cfg, &reconciler.Applier{Store: s, Keyring: kr}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
@@ -73,7 +83,7 @@ func start(t *testing.T, sources ...server.FactorySource) *harness {
 		t.Fatal("server not ready")
 	}
 	u := "http://" + ln.Addr().String()
-	return &harness{t: t, url: u, c: client.New(u, adminKey)}
+	return &harness{t: t, url: u, c: client.New(u, adminKey), store: s}
 }
 
 func (h *harness) status(name string) *reconciler.FactoryStatus {

@@ -1,0 +1,79 @@
+package automations
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"factory/runtime"
+	"factory/schema"
+	"factory/store"
+)
+
+// TestEvaluationIsExactlyOnce covers the window a crash can fall in: runs
+// started, delivery not yet off the queue. Evaluating it again (as the
+// restarted server does) must start nothing new.
+func TestEvaluationIsExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const uid = "wh_0000000000000000ev01"
+	b := s.NewBatch()
+	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac01"})
+	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
+	for _, key := range []string{"one", "two", "off"} {
+		b.PutAutomation(&store.Automation{Factory: "acme", Key: key, UID: "au_" + key + "0000000000000000",
+			Spec: schema.Automation{Title: key, Enabled: key != "off", Prompt: "Go.\n",
+				Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	d := &store.Delivery{ID: "dlv_0001", WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
+	if err := s.RecordDelivery(d, []byte(`{"x":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	e := &Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	// The crash: runs started, the delivery still queued.
+	hook, _ := s.WebhookByUID(uid)
+	first, err := e.fire(hook, d)
+	if err != nil || len(first) != 2 {
+		t.Fatalf("first evaluation: %v %v (a disabled automation must not fire)", first, err)
+	}
+	// The restart evaluates the queue again.
+	if err := e.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := s.RunsInState(runtime.StateQueued)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs after re-evaluation, want 2", len(runs))
+	}
+	got, _ := s.Delivery(uid, d.ID)
+	if len(got.RunIDs) != 2 || got.RunIDs[0] != first[0] && got.RunIDs[0] != first[1] {
+		t.Fatalf("the delivery's runs: %v vs %v", got.RunIDs, first)
+	}
+	if q, _ := s.EvalQueue(10); len(q) != 0 {
+		t.Fatalf("still queued: %v", q)
+	}
+	// And the runs execute once the manager runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.Wait() }()
+	m.Start(ctx)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		done, _ := s.RunsInState(runtime.StateSucceeded)
+		if len(done) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("runs did not finish")
+		}
+	}
+}
