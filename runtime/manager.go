@@ -89,6 +89,7 @@ type CreateRequest struct {
 	Prompt, Title, Environment, Source   string
 	Config                               json.RawMessage
 	Metadata                             map[string]string
+	Creator                              *store.Creator
 	FactoryUID, AutomationID, DeliveryID string
 	Attachments                          []AttachmentData
 	IdleTimeout                          time.Duration
@@ -174,7 +175,7 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 	}
 	r := &store.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
-		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID}
+		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator}
 	if r.Title == "" {
 		r.Title = titleOf(req.Prompt)
 	}
@@ -206,7 +207,7 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 		r.State, r.StatusMessage = StateError, &store.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
 		b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: StateError, Message: msg})
 	}
-	b.PutRun(r, true)
+	b.PutRun(r, nil)
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
@@ -292,6 +293,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	}
 	follow, _ := m.cfg.Store.FollowUps(id)
 	now := time.Now().UTC()
+	prev := *r
 	r.State, r.UpdatedAt = StateInProgress, now
 	r.Turns++
 	if r.StartedAt == nil {
@@ -307,7 +309,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		b.DropFollowUp(follow[0].Key)
 	}
 	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "started", State: StateInProgress, Message: turn.FollowUp})
-	b.PutRun(r, false)
+	b.PutRun(r, &prev)
 	err = b.Commit()
 	m.mu.Unlock()
 	if err != nil {
@@ -351,11 +353,12 @@ func (m *Manager) report(id string, e Event) {
 	if err != nil {
 		return
 	}
+	prev := *r
 	r.StatusMessage = &store.StatusMessage{Message: e.Message}
 	r.UpdatedAt = e.Time
 	b := m.cfg.Store.NewLogBatch()
 	b.AddRunEvent(r, store.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
-	b.PutRun(r, false)
+	b.PutRun(r, &prev)
 	if err := b.CommitNoSync(); err != nil {
 		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
 	}
@@ -364,6 +367,7 @@ func (m *Manager) report(id string, e Event) {
 // finish records a turn's end; the caller holds mu. A run with pending
 // follow-ups goes back to the queue for its next turn.
 func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
+	prev := *r
 	now := time.Now().UTC()
 	r.State, r.UpdatedAt = res.State, now
 	r.StatusMessage = &store.StatusMessage{Message: res.Message, Retryable: retryable}
@@ -380,7 +384,7 @@ func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
 	if requeue {
 		r.State = StateQueued
 	}
-	b.PutRun(r, false)
+	b.PutRun(r, &prev)
 	if err := b.Commit(); err != nil {
 		return err
 	}
@@ -444,14 +448,16 @@ func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
 		return nil, err
 	}
 	now := time.Now().UTC()
+	prev := *r
 	b := m.cfg.Store.NewLogBatch()
 	b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
 	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "followup", Message: message})
 	requeue := terminal(r.State)
 	if requeue {
-		r.State, r.UpdatedAt = StateQueued, now
+		r.State = StateQueued
 	}
-	b.PutRun(r, false)
+	r.UpdatedAt = now
+	b.PutRun(r, &prev)
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
@@ -463,4 +469,13 @@ func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
 		}
 	}
 	return r, nil
+}
+
+// DefaultEnvironment names the environment of runs that name none.
+func (m *Manager) DefaultEnvironment() string { return m.cfg.DefaultEnvironment }
+
+// HasEnvironment reports whether an environment exists.
+func (m *Manager) HasEnvironment(name string) bool {
+	_, ok := m.cfg.Environments[name]
+	return ok
 }

@@ -206,9 +206,10 @@ func TestRestartRecovery(t *testing.T) {
 	if r.State != runtime.StateError || !r.StatusMessage.Retryable {
 		t.Fatalf("after a graceful stop: %+v %+v", r, r.StatusMessage)
 	}
+	prev := *r
 	r.State = runtime.StateInProgress
 	b := s.NewBatch()
-	b.PutRun(r, false)
+	b.PutRun(r, &prev)
 	b.Commit()
 	s.Close()
 	noneLeft(t, dir)

@@ -361,6 +361,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/factories/{uid}", s.auth(store.ScopeRuns, s.getFactory))
 	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(store.ScopeAdmin, s.syncFactory))
 	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(store.ScopeAdmin, s.factoryState))
+	s.agentRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(store.ScopeAdmin, s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", s.auth(store.ScopeAdmin, s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(store.ScopeAdmin, s.revealSecret))
@@ -401,10 +402,18 @@ func (s *Server) auth(scope string, h handler) http.Handler {
 			s.writeError(w, r, errorf(CodeNotAuthorized, fmt.Sprintf("this API key has scope %s; this call needs %s", key.Scope, scope)))
 			return
 		}
-		if err := h(w, r); err != nil {
+		if err := h(w, r.WithContext(context.WithValue(r.Context(), apiKeyContext{}, key))); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+type apiKeyContext struct{}
+
+// callerKey is the API key a request was authenticated with.
+func callerKey(r *http.Request) *store.APIKey {
+	k, _ := r.Context().Value(apiKeyContext{}).(*store.APIKey)
+	return k
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -285,3 +285,7 @@ func TestAuth(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+func dirSource(name, root string) server.FactorySource {
+	return server.FactorySource{Name: name, Source: reconciler.DirSource{Root: root}, Interval: time.Hour}
+}

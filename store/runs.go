@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -29,6 +30,7 @@ type Run struct {
 	Source        string            `json:"source,omitempty"`
 	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
+	Creator       *Creator          `json:"creator,omitempty"`
 	FactoryUID    string            `json:"factory_uid,omitempty"`
 	AutomationID  string            `json:"automation_id,omitempty"`
 	DeliveryID    string            `json:"delivery_id,omitempty"`
@@ -38,6 +40,13 @@ type Run struct {
 	Turns int `json:"turns"`
 	// Events counts the run's timeline entries (the next one's number).
 	Events int `json:"event_count"`
+}
+
+// Creator is who created a run.
+type Creator struct {
+	Type        string `json:"type"`
+	UID         string `json:"uid"`
+	DisplayName string `json:"display_name,omitempty"`
 }
 
 // StatusMessage is the latest thing a run reported.
@@ -64,12 +73,26 @@ type RunEvent struct {
 
 func nanos(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 
-// PutRun writes a run (the caller's batch decides durability) and, for a
-// new run, its place in creation order.
-func (b *Batch) PutRun(r *Run, isNew bool) {
+// PutRun writes a run and keeps its list indexes: prev is the run as it
+// was (nil for a new run), so the entries it no longer has are removed.
+func (b *Batch) PutRun(r *Run, prev *Run) {
 	b.putJSON(runPrefix+r.ID, r)
-	if isNew {
+	if prev == nil {
 		b.putRaw(runCreatedPrefix+nanos(r.CreatedAt)+"/"+r.ID, nil)
+	}
+	now := map[string]bool{}
+	for _, k := range runIndexKeys(r) {
+		now[k] = true
+	}
+	if prev != nil {
+		for _, k := range runIndexKeys(prev) {
+			if !now[k] {
+				b.delete(k)
+			}
+		}
+	}
+	for k := range now {
+		b.putRaw(k, nil)
 	}
 }
 
@@ -133,4 +156,36 @@ func (s *Store) RunsInState(states ...string) ([]*Run, error) {
 		return nil
 	})
 	return out, err
+}
+
+const idempotencyPrefix = "idem/" // idem/<hash of key and caller> → idempotent
+
+type idempotent struct {
+	BodyHash string          `json:"body_hash"`
+	Response json.RawMessage `json:"response"`
+	Time     time.Time       `json:"time"`
+}
+
+// Idempotent looks up an Idempotency-Key: found with the same body, the
+// first response; found with another body, ok and a nil response.
+func (s *Store) Idempotent(key, bodyHash string, window time.Duration) ([]byte, bool, error) {
+	var v idempotent
+	err := s.getJSON(idempotencyPrefix+key, &v)
+	if errors.Is(err, ErrNotFound) || err == nil && time.Since(v.Time) > window {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if v.BodyHash != bodyHash {
+		return nil, true, nil
+	}
+	return v.Response, true, nil
+}
+
+// RememberIdempotent stores the response of an Idempotency-Key.
+func (s *Store) RememberIdempotent(key, bodyHash string, response []byte) error {
+	b := s.NewLogBatch()
+	b.putJSON(idempotencyPrefix+key, idempotent{BodyHash: bodyHash, Response: response, Time: time.Now().UTC()})
+	return b.Commit()
 }
