@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,25 +21,58 @@ import (
 	"factory/store"
 )
 
-// Client calls one server.
+// Client calls one server. The zero values of its knobs are the defaults.
 type Client struct {
 	BaseURL string
 	APIKey  string
 	HTTP    *http.Client
+	// MaxRetries is how many times a failed call is retried (default 2):
+	// on 408, 409, 429, 5xx and connection errors, with backoff, honouring
+	// Retry-After. -1 disables retries.
+	MaxRetries int
+	// Timeout bounds each attempt (default 60 s).
+	Timeout time.Duration
 }
 
-// New returns a client with a default timeout.
+// New returns a client with the defaults.
 func New(baseURL, apiKey string) *Client {
-	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), APIKey: apiKey, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), APIKey: apiKey, HTTP: &http.Client{}}
 }
 
-// Error is a failed call: the status and the server's problem body.
+// Option changes one call.
+type Option func(*callOpts)
+
+type callOpts struct {
+	timeout    time.Duration
+	maxRetries int
+	headers    http.Header
+	raw        **http.Response
+}
+
+// WithTimeout overrides the client's per-attempt timeout for one call.
+func WithTimeout(d time.Duration) Option { return func(o *callOpts) { o.timeout = d } }
+
+// WithMaxRetries overrides the client's retries for one call.
+func WithMaxRetries(n int) Option { return func(o *callOpts) { o.maxRetries = n } }
+
+// WithHeader adds a header to one call.
+func WithHeader(k, v string) Option { return func(o *callOpts) { o.headers.Set(k, v) } }
+
+// WithRawResponse stores the raw response of the call (status, headers;
+// its body is already read).
+func WithRawResponse(dst **http.Response) Option { return func(o *callOpts) { o.raw = dst } }
+
+// Error is a failed call: the status, the response's headers, and the
+// server's RFC 7807 problem. Each status has its own type wrapping it
+// (*NotFoundError, *RateLimitError, ...); errors.As finds either.
 type Error struct {
-	Status int    `json:"status"`
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"-"`
+	Status    int         `json:"status"`
+	Type      string      `json:"type"`
+	Title     string      `json:"title"`
+	Detail    string      `json:"detail,omitempty"`
+	Retryable bool        `json:"retryable,omitempty"`
+	Code      string      `json:"-"`
+	Header    http.Header `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -48,45 +83,193 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("server answered %d: %s", e.Status, msg)
 }
 
+// Typed errors by status. Each carries the problem; errors.As finds the
+// typed error or the *Error inside it.
+type (
+	BadRequestError          struct{ Problem *Error } // 400
+	AuthenticationError      struct{ Problem *Error } // 401
+	PermissionDeniedError    struct{ Problem *Error } // 403
+	NotFoundError            struct{ Problem *Error } // 404
+	ConflictError            struct{ Problem *Error } // 409
+	UnprocessableEntityError struct{ Problem *Error } // 422
+	InternalServerError      struct{ Problem *Error } // 5xx
+	// RateLimitError is a 429; RetryAfter is how long the server asked to wait.
+	RateLimitError struct {
+		Problem    *Error
+		RetryAfter time.Duration
+	}
+)
+
+func (e *BadRequestError) Error() string          { return e.Problem.Error() }
+func (e *BadRequestError) Unwrap() error          { return e.Problem }
+func (e *AuthenticationError) Error() string      { return e.Problem.Error() }
+func (e *AuthenticationError) Unwrap() error      { return e.Problem }
+func (e *PermissionDeniedError) Error() string    { return e.Problem.Error() }
+func (e *PermissionDeniedError) Unwrap() error    { return e.Problem }
+func (e *NotFoundError) Error() string            { return e.Problem.Error() }
+func (e *NotFoundError) Unwrap() error            { return e.Problem }
+func (e *ConflictError) Error() string            { return e.Problem.Error() }
+func (e *ConflictError) Unwrap() error            { return e.Problem }
+func (e *UnprocessableEntityError) Error() string { return e.Problem.Error() }
+func (e *UnprocessableEntityError) Unwrap() error { return e.Problem }
+func (e *InternalServerError) Error() string      { return e.Problem.Error() }
+func (e *InternalServerError) Unwrap() error      { return e.Problem }
+func (e *RateLimitError) Error() string           { return e.Problem.Error() }
+func (e *RateLimitError) Unwrap() error           { return e.Problem }
+
+func typed(e *Error) error {
+	switch {
+	case e.Status == 400:
+		return &BadRequestError{e}
+	case e.Status == 401:
+		return &AuthenticationError{e}
+	case e.Status == 403:
+		return &PermissionDeniedError{e}
+	case e.Status == 404:
+		return &NotFoundError{e}
+	case e.Status == 409:
+		return &ConflictError{e}
+	case e.Status == 422:
+		return &UnprocessableEntityError{e}
+	case e.Status == 429:
+		return &RateLimitError{Problem: e, RetryAfter: retryAfter(e.Header)}
+	case e.Status >= 500:
+		return &InternalServerError{e}
+	}
+	return e
+}
+
+// StatusOf is the status of a call's error, or 0 when it is not a server's
+// answer (a connection error).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+func retryAfter(h http.Header) time.Duration {
+	if ms, err := strconv.Atoi(h.Get("retry-after-ms")); err == nil {
+		return time.Duration(ms) * time.Millisecond
+	}
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	return 0
+}
+
+func retryable(status int) bool {
+	return status == 408 || status == 409 || status == 429 || status >= 500
+}
+
 // Do sends a request and decodes a JSON answer into out (when not nil). It
 // is also the way to call an endpoint this package does not wrap.
-func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
-	if err != nil {
+func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, out any, opts ...Option) error {
+	data, err := c.DoRaw(ctx, method, path, body, opts...)
+	if err != nil || out == nil {
 		return err
-	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || e.Title == "" {
-			e.Title = http.StatusText(resp.StatusCode)
-		}
-		e.Status = resp.StatusCode
-		e.Code = e.Type[strings.LastIndex(e.Type, "/")+1:]
-		return e
-	}
-	if out == nil {
-		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// DoRaw sends a request, retrying as the client is set to, and returns the
+// body of the successful answer.
+func (c *Client) DoRaw(ctx context.Context, method, path string, body io.Reader, opts ...Option) ([]byte, error) {
+	o := callOpts{timeout: c.Timeout, maxRetries: c.MaxRetries, headers: http.Header{}}
+	if o.timeout == 0 {
+		o.timeout = 60 * time.Second
+	}
+	if o.maxRetries == 0 {
+		o.maxRetries = 2
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = io.ReadAll(body); err != nil {
+			return nil, err
+		}
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	for attempt := 0; ; attempt++ {
+		data, resp, err := c.attempt(ctx, hc, method, path, payload, o)
+		if o.raw != nil && resp != nil {
+			*o.raw = resp
+		}
+		var wait time.Duration
+		switch {
+		case err == nil && resp.StatusCode < 300:
+			return data, nil
+		case err == nil:
+			e := &Error{Status: resp.StatusCode, Header: resp.Header}
+			if json.Unmarshal(data, e) != nil || e.Title == "" {
+				e.Title = http.StatusText(resp.StatusCode)
+			}
+			e.Status = resp.StatusCode
+			e.Code = e.Type[strings.LastIndex(e.Type, "/")+1:]
+			err = typed(e)
+			if !retryable(resp.StatusCode) {
+				return nil, err
+			}
+			wait = retryAfter(resp.Header)
+		case ctx.Err() != nil:
+			return nil, err // the caller gave up
+		}
+		if attempt >= o.maxRetries || o.maxRetries < 0 {
+			return nil, err
+		}
+		if wait == 0 || wait > 60*time.Second {
+			wait = min(time.Duration(500<<attempt)*time.Millisecond, 8*time.Second)
+			wait += time.Duration(rand.Int64N(int64(wait / 4)))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (c *Client) attempt(ctx context.Context, hc *http.Client, method, path string, payload []byte, o callOpts) ([]byte, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, v := range o.headers {
+		req.Header[k] = v
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, resp, err
+	}
+	return data, resp, nil
 }
 
 // Factories lists the server's factories.

@@ -104,10 +104,10 @@ func TestAgentsAPI(t *testing.T) {
 	ctx := context.Background()
 
 	// Authentication and scopes.
-	if err := client.New(h.url, "").Do(ctx, "GET", "/v1/agent/runs", nil, nil); err == nil || err.(*client.Error).Status != 401 {
+	if err := client.New(h.url, "").Do(ctx, "GET", "/v1/agent/runs", nil, nil); err == nil || client.StatusOf(err) != 401 {
 		t.Fatalf("no key: %v", err)
 	}
-	if _, err := client.New(h.url, runsKey).Secrets(ctx); err == nil || err.(*client.Error).Status != 403 {
+	if _, err := client.New(h.url, runsKey).Secrets(ctx); err == nil || client.StatusOf(err) != 403 {
 		t.Fatalf("a runs key on an admin call: %v", err)
 	}
 
@@ -289,6 +289,18 @@ func TestListRuns(t *testing.T) {
 		if seen[id] != 1 {
 			t.Fatalf("run %s seen %d times while paging", id, seen[id])
 		}
+	}
+
+	// The Go client's iteration reaches every run, page after page.
+	n := 0
+	for r, err := range h.c.AllRuns(context.Background(), url.Values{"limit": {"6"}, "sort_by": {"created_at"}}) {
+		if err != nil || r.RunID == "" {
+			t.Fatalf("iteration: %v", err)
+		}
+		n++
+	}
+	if n != len(seen)+1 {
+		t.Fatalf("iterated %d runs, want %d", n, len(seen)+1)
 	}
 
 	// Refusals.

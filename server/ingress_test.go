@@ -377,7 +377,7 @@ func TestDeliveryLogPaging(t *testing.T) {
 			t.Fatalf("not newest first: %v vs %v", got, ids)
 		}
 	}
-	if _, _, err := h.c.Deliveries(context.Background(), tok.uid, 3, cursor+"x"); err == nil || err.(*client.Error).Status != 400 {
+	if _, _, err := h.c.Deliveries(context.Background(), tok.uid, 3, cursor+"x"); err == nil || client.StatusOf(err) != 400 {
 		t.Fatalf("a tampered cursor: %v", err)
 	}
 	other := h.hook("hdr")

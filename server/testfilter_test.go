@@ -65,10 +65,10 @@ func TestTestFilter(t *testing.T) {
 	if err != nil || res.WouldTrigger || res.WebhookCheck.Passed || !strings.Contains(res.WebhookCheck.Detail, "which no trigger selects") {
 		t.Fatalf("another webhook's delivery: %v %+v", err, res)
 	}
-	if _, err := test("on-tok", rejected.ID); err == nil || err.(*client.Error).Status != 409 || !strings.Contains(err.Error(), "no stored payload") {
+	if _, err := test("on-tok", rejected.ID); err == nil || client.StatusOf(err) != 409 || !strings.Contains(err.Error(), "no stored payload") {
 		t.Fatalf("a rejected delivery: %v", err)
 	}
-	if _, err := test("on-tok", "dlv_nope"); err == nil || err.(*client.Error).Status != 404 {
+	if _, err := test("on-tok", "dlv_nope"); err == nil || client.StatusOf(err) != 404 {
 		t.Fatalf("an unknown delivery: %v", err)
 	}
 	// A dry-run through the server replays recent deliveries against a
@@ -84,7 +84,7 @@ func TestTestFilter(t *testing.T) {
 	}
 
 	var res2 server.TestResult
-	if err := h.c.TestFilter(ctx, "au_nope", opened, &res2); err == nil || err.(*client.Error).Status != 404 {
+	if err := h.c.TestFilter(ctx, "au_nope", opened, &res2); err == nil || client.StatusOf(err) != 404 {
 		t.Fatalf("an unknown automation: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
@@ -71,7 +72,7 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 		envs[name] = env
 	}
 	if len(envs) == 0 {
-		self, err := os.Executable()
+		self, err := selfPath()
 		if err != nil {
 			return nil, err
 		}
@@ -90,4 +91,14 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 	}
 	return runtime.NewManager(runtime.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log}), nil
+}
+
+// selfPath is this binary, as an absolute path: runs execute in their
+// workspaces, where a relative ./bin/factory would not resolve.
+func selfPath() (string, error) {
+	self := os.Args[0]
+	if filepath.Base(self) == self {
+		return exec.LookPath(self)
+	}
+	return filepath.Abs(self)
 }

@@ -1,0 +1,154 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"factory/store"
+)
+
+// Run is a run as the Agents API shows it (RunItem).
+type Run struct {
+	RunID         string               `json:"run_id"`
+	TaskID        string               `json:"task_id"`
+	Title         string               `json:"title"`
+	Prompt        string               `json:"prompt"`
+	State         string               `json:"state"`
+	CreatedAt     time.Time            `json:"created_at"`
+	UpdatedAt     time.Time            `json:"updated_at"`
+	StartedAt     *time.Time           `json:"started_at,omitempty"`
+	AgentConfig   json.RawMessage      `json:"agent_config,omitempty"`
+	Source        string               `json:"source,omitempty"`
+	Creator       *store.Creator       `json:"creator,omitempty"`
+	StatusMessage *store.StatusMessage `json:"status_message,omitempty"`
+	Metadata      map[string]string    `json:"metadata,omitempty"`
+	FactoryUID    string               `json:"factory_uid,omitempty"`
+	AutomationID  string               `json:"automation_id,omitempty"`
+	DeliveryID    string               `json:"delivery_id,omitempty"`
+	Attachments   []store.Attachment   `json:"attachments,omitempty"`
+}
+
+// Terminal reports whether the run has ended (a follow-up can continue it).
+func (r *Run) Terminal() bool {
+	switch r.State {
+	case "SUCCEEDED", "FAILED", "CANCELLED", "ERROR":
+		return true
+	}
+	return false
+}
+
+// RunRequest is RunAgentRequest.
+type RunRequest struct {
+	Prompt           string            `json:"prompt,omitempty"`
+	Title            string            `json:"title,omitempty"`
+	Config           map[string]any    `json:"config,omitempty"`
+	AgentIdentityUID string            `json:"agent_identity_uid,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Attachments      []RunAttachment   `json:"attachments,omitempty"`
+}
+
+// RunAttachment is a file sent with a run (Data is base64).
+type RunAttachment struct {
+	FileName string `json:"file_name"`
+	MimeType string `json:"mime_type,omitempty"`
+	Data     string `json:"data"`
+}
+
+// RunCreated is the answer to a create.
+type RunCreated struct {
+	RunID string `json:"run_id"`
+	State string `json:"state"`
+}
+
+// CreateRun creates a run. It sends an Idempotency-Key of its own, so that
+// its retries cannot create the run twice.
+func (c *Client) CreateRun(ctx context.Context, req RunRequest, opts ...Option) (*RunCreated, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	k := make([]byte, 16)
+	rand.Read(k)
+	opts = append([]Option{WithHeader("Idempotency-Key", hex.EncodeToString(k))}, opts...)
+	out := &RunCreated{}
+	return out, c.Do(ctx, http.MethodPost, "/v1/agent/runs", bytes.NewReader(b), out, opts...)
+}
+
+// GetRun reads one run.
+func (c *Client) GetRun(ctx context.Context, id string, opts ...Option) (*Run, error) {
+	out := &Run{}
+	return out, c.Do(ctx, http.MethodGet, "/v1/agent/runs/"+url.PathEscape(id), nil, out, opts...)
+}
+
+// RunPage is one page of a list.
+type RunPage struct {
+	Runs     []Run    `json:"runs"`
+	PageInfo PageInfo `json:"page_info"`
+}
+
+// ListRuns reads one page; query holds the list parameters (state, limit,
+// sort_by, cursor, ...).
+func (c *Client) ListRuns(ctx context.Context, query url.Values, opts ...Option) (*RunPage, error) {
+	out := &RunPage{}
+	return out, c.Do(ctx, http.MethodGet, "/v1/agent/runs?"+query.Encode(), nil, out, opts...)
+}
+
+// AllRuns iterates over every run the query matches, page after page.
+func (c *Client) AllRuns(ctx context.Context, query url.Values) iter.Seq2[Run, error] {
+	return func(yield func(Run, error) bool) {
+		q := url.Values{}
+		for k, v := range query {
+			q[k] = v
+		}
+		for {
+			page, err := c.ListRuns(ctx, q)
+			if err != nil {
+				yield(Run{}, err)
+				return
+			}
+			for _, r := range page.Runs {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if !page.PageInfo.HasNextPage {
+				return
+			}
+			q.Set("cursor", page.PageInfo.NextCursor)
+		}
+	}
+}
+
+// FollowUp sends a message to a run.
+func (c *Client) FollowUp(ctx context.Context, id, message string, opts ...Option) error {
+	b, _ := json.Marshal(map[string]string{"message": message})
+	return c.Do(ctx, http.MethodPost, "/v1/agent/runs/"+url.PathEscape(id)+"/followups", bytes.NewReader(b), nil, opts...)
+}
+
+// CancelRun cancels a queued or running run and returns its ID.
+func (c *Client) CancelRun(ctx context.Context, id string, opts ...Option) (string, error) {
+	var out string
+	return out, c.Do(ctx, http.MethodPost, "/v1/agent/runs/"+url.PathEscape(id)+"/cancel", nil, &out, opts...)
+}
+
+// RunEvent is one entry of a run's timeline.
+type RunEvent = store.RunEvent
+
+// Timeline reads a run's timeline, oldest first.
+func (c *Client) Timeline(ctx context.Context, id string, opts ...Option) ([]RunEvent, error) {
+	var out struct {
+		Events []RunEvent `json:"events"`
+	}
+	return out.Events, c.Do(ctx, http.MethodGet, "/v1/agent/runs/"+url.PathEscape(id)+"/timeline", nil, &out, opts...)
+}
+
+// LimitQuery is a query with a limit, for convenience.
+func LimitQuery(limit int) url.Values { return url.Values{"limit": {strconv.Itoa(limit)}} }
