@@ -150,8 +150,8 @@ func (m *Manager) Workspace(id string) string {
 	return filepath.Join(m.cfg.DataDir, "runs", id, "workspace")
 }
 
-// Create stores a new run, QUEUED, with its workspace ready (PROMPT.md and
-// the attachments), durably, and queues it.
+// Create stores a new run, QUEUED, with its attachments, in one synced
+// batch, and queues it. Its workspace is laid out when it starts.
 func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 	if req.ID != "" {
 		if r, err := m.cfg.Store.Run(req.ID); err == nil {
@@ -179,28 +179,16 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 	if r.Title == "" {
 		r.Title = titleOf(req.Prompt)
 	}
-	ws := m.Workspace(r.ID)
-	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(req.Prompt), 0o600); err != nil {
-		return nil, err
-	}
+	b := m.cfg.Store.NewLogBatch()
 	for _, a := range req.Attachments {
 		name := filepath.Base(a.Name)
-		if name == "." || name == "/" || name == ".." {
+		if name == "." || name == "/" || name == ".." || name != a.Name {
+			b.Abort()
 			return nil, fmt.Errorf("attachment name %q is not a file name", a.Name)
 		}
-		// Attachments sit beside PROMPT.md (event-payload.json is read
-		// there by agents) and in attachments/.
-		for _, p := range []string{filepath.Join(ws, name), filepath.Join(ws, "attachments", name)} {
-			if err := os.WriteFile(p, a.Data, 0o600); err != nil {
-				return nil, err
-			}
-		}
+		b.PutRunAttachment(r.ID, name, a.Data)
 		r.Attachments = append(r.Attachments, store.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
 	}
-	b := m.cfg.Store.NewLogBatch()
 	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "created", State: StateQueued})
 	if !known {
 		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
@@ -215,6 +203,32 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 		m.enqueue(r.ID)
 	}
 	return r, nil
+}
+
+// layOut writes a run's workspace on its first turn: PROMPT.md, and the
+// attachments beside it (agents read event-payload.json there) and in
+// attachments/, byte for byte as they were given.
+func (m *Manager) layOut(r *store.Run) error {
+	ws := m.Workspace(r.ID)
+	if _, err := os.Stat(filepath.Join(ws, "PROMPT.md")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
+		return err
+	}
+	for _, a := range r.Attachments {
+		data, err := m.cfg.Store.RunAttachment(r.ID, a.Name)
+		if err != nil {
+			return fmt.Errorf("attachment %s: %w", a.Name, err)
+		}
+		for _, p := range []string{filepath.Join(ws, a.Name), filepath.Join(ws, "attachments", a.Name)} {
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	// PROMPT.md last: its presence means the workspace is complete.
+	return os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(r.Prompt), 0o600)
 }
 
 func titleOf(prompt string) string {
@@ -314,6 +328,14 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	m.mu.Unlock()
 	if err != nil {
 		m.cfg.Log.Error("starting a run", "run", id, "err", err)
+		return
+	}
+	if err := m.layOut(r); err != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if cur, rerr := m.cfg.Store.Run(id); rerr == nil {
+			m.finish(cur, Result{State: StateError, Message: "preparing the workspace: " + err.Error()}, true)
+		}
 		return
 	}
 	env := m.cfg.Environments[r.Environment]

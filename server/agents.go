@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -433,7 +432,7 @@ func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, a := range run.Attachments {
 		if a.Name == r.PathValue("name") {
-			b, err := os.ReadFile(filepath.Join(s.cfg.Runs.Workspace(run.ID), "attachments", a.Name))
+			b, err := s.store.RunAttachment(run.ID, a.Name)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,6 +124,20 @@ func TestAgentsAPI(t *testing.T) {
 	if run["title"] != "greeting" || run["source"] != "API" || cfg["idle_timeout_minutes"].(float64) != 10 || cfg["environment_id"] != "default" ||
 		run["creator"].(map[string]any)["display_name"] != "ci" || run["started_at"] == nil {
 		t.Fatalf("run %v", run)
+	}
+
+	// Attachments are kept with the run and served back byte for byte.
+	data := "line one\r\n\x00binary"
+	att := createRun(t, h, map[string]any{"prompt": "with a file", "attachments": []map[string]string{
+		{"file_name": "notes.bin", "mime_type": "application/octet-stream", "data": base64.StdEncoding.EncodeToString([]byte(data))}}})
+	if status, b := call(t, h, "GET", "/v1/agent/runs/"+att+"/attachments/notes.bin", nil); status != 200 || string(b) != data {
+		t.Fatalf("attachment: %d %q", status, b)
+	}
+	if status, _ := call(t, h, "GET", "/v1/agent/runs/"+att+"/attachments/other.bin", nil); status != 404 {
+		t.Fatalf("missing attachment: %d", status)
+	}
+	if r := getRun(t, h, att); fmt.Sprint(r["attachments"]) != "[map[file_name:notes.bin mime_type:application/octet-stream size:17]]" {
+		t.Fatalf("attachments in the run: %v", r["attachments"])
 	}
 
 	// Validation names the field.

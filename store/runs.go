@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // Key layout of runs.
@@ -188,4 +190,25 @@ func (s *Store) RememberIdempotent(key, bodyHash string, response []byte) error 
 	b := s.NewLogBatch()
 	b.putJSON(idempotencyPrefix+key, idempotent{BodyHash: bodyHash, Response: response, Time: time.Now().UTC()})
 	return b.Commit()
+}
+
+const runAttachmentPrefix = "runatt/" // runatt/<run id>/<file name> → the bytes
+
+// PutRunAttachment stores an attachment's bytes with the run, in the
+// batch that creates it.
+func (b *Batch) PutRunAttachment(runID, name string, data []byte) {
+	b.putRaw(runAttachmentPrefix+runID+"/"+name, data)
+}
+
+// RunAttachment reads an attachment's bytes.
+func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(runAttachmentPrefix + runID + "/" + name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
 }
