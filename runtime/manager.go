@@ -35,6 +35,8 @@ type Config struct {
 	// DefaultIdleTimeout applies when a run's config sets none (10 min).
 	DefaultIdleTimeout time.Duration
 	Log                *slog.Logger
+	// Finished, when set, is told the state each turn ends in (metrics).
+	Finished func(state string)
 }
 
 // Errors of the manager, for the API to map to statuses.
@@ -410,6 +412,9 @@ func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
+	if m.cfg.Finished != nil {
+		m.cfg.Finished(res.State)
+	}
 	if requeue {
 		m.queue = append(m.queue, r.ID)
 		select {
@@ -501,3 +506,13 @@ func (m *Manager) HasEnvironment(name string) bool {
 	_, ok := m.cfg.Environments[name]
 	return ok
 }
+
+// Counts returns how many runs wait in the queue and how many run now.
+func (m *Manager) Counts() (queued, running int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.queue), len(m.active)
+}
+
+// OnFinished sets the hook told the state each turn ends in.
+func (m *Manager) OnFinished(f func(state string)) { m.cfg.Finished = f }

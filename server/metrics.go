@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,9 @@ type metrics struct {
 	revision *prometheus.GaugeVec
 	applied  *prometheus.GaugeVec
 
-	runsStarted prometheus.Counter
+	runsStarted  prometheus.Counter
+	runsEnded    *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -54,7 +57,16 @@ func newMetrics() *metrics {
 		Name: "factory_automation_runs_started_total",
 		Help: "Runs started by automations for accepted deliveries.",
 	})
-	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted,
+	m.runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_runs_finished_total",
+		Help: "Turns of runs that ended, by the state they ended in.",
+	}, []string{"state"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "factory_http_request_duration_seconds",
+		Help:    "HTTP requests by route pattern and status code.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+	}, []string{"route", "code"})
+	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted, m.runsEnded, m.httpDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -80,4 +92,40 @@ func (m *metrics) status(f *store.Factory) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// runGauges reports the manager's queue and running runs at each scrape.
+func (m *metrics) runGauges(counts func() (int, int)) {
+	for _, st := range []struct {
+		state string
+		pick  func(q, r int) int
+	}{{"QUEUED", func(q, _ int) int { return q }}, {"INPROGRESS", func(_, r int) int { return r }}} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "factory_runs", Help: "Runs waiting or running now, by state.", ConstLabels: prometheus.Labels{"state": st.state},
+		}, func() float64 { q, r := counts(); return float64(st.pick(q, r)) }))
+	}
+}
+
+// instrument times every request by its route pattern.
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: 200}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.httpDuration.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
 }

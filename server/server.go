@@ -89,6 +89,8 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		runners: map[string]*runner{}, ready: make(chan struct{})}
 	var accepted func()
 	if cfg.Runs != nil {
+		s.metrics.runGauges(cfg.Runs.Counts)
+		cfg.Runs.OnFinished(func(state string) { s.metrics.runsEnded.WithLabelValues(state).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Wake
@@ -125,7 +127,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	defer os.Remove(infoPath)
 
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: s.metrics.instrument(s.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
