@@ -368,3 +368,38 @@ func TestFactoryDispatch(t *testing.T) {
 		t.Fatalf("factory_uid filter: %v", ids)
 	}
 }
+
+// TestPagingThousandRuns pages through 1,000 runs, 50 at a time, in both
+// orders, while runs are being created: none is skipped or repeated.
+func TestPagingThousandRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 runs")
+	}
+	h := runsServer(t, 4, `true`)
+	var all []string
+	for i := 0; i < 1000; i++ {
+		all = append(all, createRun(t, h, map[string]any{"prompt": fmt.Sprintf("run %d", i)}))
+	}
+	for _, order := range []string{"asc", "desc"} {
+		seen := map[string]int{}
+		cur := ""
+		for page := 0; ; page++ {
+			ids, next := listIDs(t, h, "sort_by=created_at&sort_order="+order+"&limit=50&cursor="+url.QueryEscape(cur))
+			for _, id := range ids {
+				seen[id]++
+			}
+			if page%5 == 0 {
+				createRun(t, h, map[string]any{"prompt": "created while paging"})
+			}
+			if next == "" {
+				break
+			}
+			cur = next
+		}
+		for _, id := range all {
+			if seen[id] != 1 {
+				t.Fatalf("%s: run %s seen %d times", order, id, seen[id])
+			}
+		}
+	}
+}
