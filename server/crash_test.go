@@ -17,13 +17,17 @@ import (
 	"testing"
 	"time"
 
+	"factory/automations"
 	"factory/reconciler"
+	"factory/runtime"
 	"factory/secrets"
 	"factory/server"
 	"factory/store"
 )
 
 const crashToken = "crash-test-token-0123456789abcdefghijk"
+
+const crashUID = "wh_0000000000000000crash1"
 
 // TestDeliveriesSurviveSIGKILL posts deliveries to a server in a child
 // process and kills it with SIGKILL mid-load. After the restart, every
@@ -39,7 +43,10 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	}
 	data, repo := t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "automations"), 0o755)
 	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
+	// Every delivery matches this automation: each starts one run.
+	os.WriteFile(filepath.Join(repo, "automations", "all.md"), []byte("---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: ["+crashUID+"]\n---\nHandle it.\n"), 0o644)
 	s, err := store.Open(data)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +55,9 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if _, _, err := secrets.Create(s, kr, "tok", []byte(crashToken), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	pin := s.NewBatch()
+	pin.PinWebhookUID("crash", "hook", crashUID)
+	pin.Commit()
 	s.Close()
 
 	child := exec.Command(os.Args[0], "-test.run=^TestDeliveriesSurviveSIGKILL$")
@@ -146,9 +156,9 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	for _, q := range queue {
 		seen[q.DeliveryID]++
 	}
-	for id := range accepted {
-		if seen[id] != 1 {
-			t.Fatalf("delivery %s is queued %d times", id, seen[id])
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("delivery %s is queued %d times", id, n)
 		}
 	}
 	logged, _, _ := s.Deliveries(uid, "", 1<<20)
@@ -156,15 +166,52 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	for _, d := range logged {
 		if d.Label == store.LabelAccepted {
 			acceptedInLog++
-			if seen[d.ID] != 1 {
-				t.Fatalf("logged delivery %s is queued %d times", d.ID, seen[d.ID])
+		}
+	}
+	// The child evaluated part of the queue before it died (it runs the
+	// automations); the rest is still queued, and nothing is in both.
+	evaluated := 0
+	for _, d := range logged {
+		if d.Label != store.LabelAccepted {
+			continue
+		}
+		if seen[d.ID] == 0 {
+			evaluated++
+			if len(d.RunIDs) != 1 {
+				t.Fatalf("delivery %s left the queue with runs %v", d.ID, d.RunIDs)
 			}
 		}
 	}
-	if len(queue) != acceptedInLog {
-		t.Fatalf("%d queued, %d accepted in the log", len(queue), acceptedInLog)
+	if len(queue)+evaluated != acceptedInLog {
+		t.Fatalf("%d queued + %d evaluated != %d accepted", len(queue), evaluated, acceptedInLog)
 	}
-	t.Logf("%d deliveries answered 202 before SIGKILL; %d accepted in the log; all queued once", len(accepted), acceptedInLog)
+
+	// The restart evaluates the rest: every accepted delivery has started
+	// exactly one run, whatever moment the kill fell on.
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	if err := (&automations.Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Drain(); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.RunsInState(runtime.StateQueued, runtime.StateInProgress, runtime.StateSucceeded, runtime.StateFailed, runtime.StateError, runtime.StateCancelled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDelivery := map[string]int{}
+	for _, r := range runs {
+		perDelivery[r.DeliveryID]++
+	}
+	logged, _, _ = s.Deliveries(uid, "", 1<<20)
+	for _, d := range logged {
+		if d.Label == store.LabelAccepted && (perDelivery[d.ID] != 1 || len(d.RunIDs) != 1) {
+			t.Fatalf("delivery %s: %d runs, record lists %v", d.ID, perDelivery[d.ID], d.RunIDs)
+		}
+	}
+	if len(runs) != acceptedInLog {
+		t.Fatalf("%d runs for %d accepted deliveries", len(runs), acceptedInLog)
+	}
+	t.Logf("%d deliveries answered 202 before SIGKILL; %d accepted; %d evaluated before the kill, %d after; one run each",
+		len(accepted), acceptedInLog, evaluated, len(queue))
 }
 
 func readFile(t *testing.T, p string) string {
@@ -195,8 +242,10 @@ func crashServer() {
 	if err != nil {
 		os.Exit(5)
 	}
+	runs := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	srv := server.New(server.Config{Factories: []server.FactorySource{{Name: "crash", Source: reconciler.DirSource{Root: repo}, Interval: time.Hour}},
-		IngressPerMinute: -1}, ap, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		IngressPerMinute: -1, Runs: runs}, ap, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv.Run(context.Background(), ln)
 	os.Exit(0)
 }
