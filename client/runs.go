@@ -10,40 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
+	"factory/runtime"
 	"factory/store"
 )
 
 // Run is a run as the Agents API shows it (RunItem).
-type Run struct {
-	RunID         string               `json:"run_id"`
-	TaskID        string               `json:"task_id"`
-	Title         string               `json:"title"`
-	Prompt        string               `json:"prompt"`
-	State         string               `json:"state"`
-	CreatedAt     time.Time            `json:"created_at"`
-	UpdatedAt     time.Time            `json:"updated_at"`
-	StartedAt     *time.Time           `json:"started_at,omitempty"`
-	AgentConfig   json.RawMessage      `json:"agent_config,omitempty"`
-	Source        string               `json:"source,omitempty"`
-	Creator       *store.Creator       `json:"creator,omitempty"`
-	StatusMessage *store.StatusMessage `json:"status_message,omitempty"`
-	Metadata      map[string]string    `json:"metadata,omitempty"`
-	FactoryUID    string               `json:"factory_uid,omitempty"`
-	AutomationID  string               `json:"automation_id,omitempty"`
-	DeliveryID    string               `json:"delivery_id,omitempty"`
-	Attachments   []store.Attachment   `json:"attachments,omitempty"`
-}
-
-// Terminal reports whether the run has ended (a follow-up can continue it).
-func (r *Run) Terminal() bool {
-	switch r.State {
-	case "SUCCEEDED", "FAILED", "CANCELLED", "ERROR":
-		return true
-	}
-	return false
-}
+type Run = runtime.RunItem
 
 // RunRequest is RunAgentRequest.
 type RunRequest struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"factory/filter"
 )
 
 // The fast checker answers one question, "is this document valid against
@@ -80,8 +82,9 @@ func fastSchema(k Kind) *fastNode {
 		entries, _ := fs.ReadDir(files, "schemas")
 		for _, e := range entries {
 			b, _ := fs.ReadFile(files, "schemas/"+e.Name())
-			var v any
-			if json.Unmarshal(b, &v) == nil {
+			// Numbers as json.Number, like the documents checked against it,
+			// so that one JSON equality serves both.
+			if v, err := decodeJSON(b); err == nil {
 				c.docs[e.Name()] = v
 			}
 		}
@@ -261,8 +264,9 @@ func (c *fastCompiler) resolveInline(file, ptr string, v any) (*fastNode, error)
 }
 
 func intOf(v any) int {
-	f, _ := v.(float64)
-	return int(f)
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return int(i)
 }
 
 // valid reports whether v (decoded with json.Number) satisfies the node.
@@ -433,54 +437,5 @@ func typeMatches(types []string, v any) bool {
 	return false
 }
 
-// jsonEqualValues is JSON equality: numbers by value, the rest deeply.
-// Schema constants are decoded without json.Number (float64).
-func jsonEqualValues(a, b any) bool {
-	switch x := a.(type) {
-	case json.Number, float64:
-		ra, ok1 := new(big.Rat).SetString(fmt.Sprint(x))
-		var sb string
-		switch y := b.(type) {
-		case json.Number:
-			sb = string(y)
-		case float64:
-			sb = fmt.Sprint(y)
-		default:
-			return false
-		}
-		rb, ok2 := new(big.Rat).SetString(sb)
-		return ok1 && ok2 && ra.Cmp(rb) == 0
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqualValues(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !jsonEqualValues(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
+// jsonEqualValues is JSON equality (numbers by value), as filters use it.
+func jsonEqualValues(a, b any) bool { return filter.Equal(a, b) }

@@ -56,34 +56,6 @@ func (s *Server) needRuns(h handler) handler {
 	}
 }
 
-// RunItem is a run as the API shows it.
-type RunItem struct {
-	RunID         string               `json:"run_id"`
-	TaskID        string               `json:"task_id"`
-	Title         string               `json:"title"`
-	Prompt        string               `json:"prompt"`
-	State         string               `json:"state"`
-	CreatedAt     time.Time            `json:"created_at"`
-	UpdatedAt     time.Time            `json:"updated_at"`
-	StartedAt     *time.Time           `json:"started_at,omitempty"`
-	AgentConfig   json.RawMessage      `json:"agent_config,omitempty"`
-	Source        string               `json:"source,omitempty"`
-	Creator       *store.Creator       `json:"creator,omitempty"`
-	StatusMessage *store.StatusMessage `json:"status_message,omitempty"`
-	Metadata      map[string]string    `json:"metadata,omitempty"`
-	FactoryUID    string               `json:"factory_uid,omitempty"`
-	AutomationID  string               `json:"automation_id,omitempty"`
-	DeliveryID    string               `json:"delivery_id,omitempty"`
-	Attachments   []store.Attachment   `json:"attachments,omitempty"`
-}
-
-func runItem(r *store.Run) RunItem {
-	return RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
-		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
-		DeliveryID: r.DeliveryID, Attachments: r.Attachments}
-}
-
 // runRequest is RunAgentRequest. Unknown fields are ignored: SDKs are
 // newer than servers.
 type runRequest struct {
@@ -365,9 +337,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := []RunItem{}
+	items := []runtime.RunItem{}
 	for _, run := range page.Runs {
-		items = append(items, runItem(run))
+		items = append(items, runtime.Item(run))
 	}
 	info := PageInfo{HasNextPage: page.More}
 	if page.More {
@@ -405,7 +377,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, runItem(run))
+	writeJSON(w, http.StatusOK, runtime.Item(run))
 	return nil
 }
 
