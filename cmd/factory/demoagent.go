@@ -19,12 +19,16 @@ import (
 // executor's protocol: the prompt on stdin, progress on stdout.
 func (a *app) demoAgentCmd() *cobra.Command {
 	var delay time.Duration
+	var useACP bool
 	cmd := &cobra.Command{
 		Use:    "demo-agent",
-		Short:  "The bundled DEMO agent: does no AI; summarises its prompt and attachments into SUMMARY.md",
+		Short:  "The bundled DEMO agent: does no AI; summarises its prompt and attachments into SUMMARY.md (--acp: over ACP)",
 		Hidden: false,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if useACP {
+				return runDemoACPAgent(delay)
+			}
 			say := func(format string, v ...any) {
 				fmt.Fprintf(a.stdout, "[demo agent] "+format+"\n", v...)
 				time.Sleep(delay)
@@ -70,6 +74,7 @@ func (a *app) demoAgentCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "delay", 200*time.Millisecond, "pause between progress messages, to show them arrive")
+	cmd.Flags().BoolVar(&useACP, "acp", false, "speak the Agent Client Protocol on stdio (as the acp executor expects) instead of the exec protocol")
 	return cmd
 }
 

@@ -1,0 +1,343 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// ACPExecutor runs a turn as one Agent Client Protocol session with the
+// environment's agent (JSON-RPC over stdio: initialize, session/new with
+// the workspace as cwd, session/prompt, streamed session/update,
+// session/cancel). Gemini CLI speaks it natively; Claude Code and Codex
+// through their ACP adapters. Each turn is a new process: a follow-up to a
+// finished run is a new session whose prompt carries the history.
+type ACPExecutor struct {
+	Command []string
+	// Grace is how long a cancelled agent has to end its turn before its
+	// process group is killed (default 10 s).
+	Grace time.Duration
+	// Permissions answers the agent's permission requests: "allow"
+	// (default) or "deny".
+	Permissions string
+	// InitTimeout bounds the answer to initialize (default 30 s).
+	InitTimeout time.Duration
+}
+
+// Run runs one turn.
+func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Result {
+	if len(e.Command) == 0 {
+		return Result{State: StateError, Message: "the environment has no command"}
+	}
+	grace, initTimeout := e.Grace, e.InitTimeout
+	if grace == 0 {
+		grace = 10 * time.Second
+	}
+	if initTimeout == 0 {
+		initTimeout = 30 * time.Second
+	}
+	cmd := exec.Command(e.Command[0], e.Command[1:]...)
+	cmd.Dir = t.Workspace
+	cmd.Env = append(append(os.Environ(), t.Env...), "FACTORY_RUN_ID="+t.RunID)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	toAgent, err := cmd.StdinPipe()
+	if err != nil {
+		return Result{State: StateError, Message: err.Error()}
+	}
+	fromAgent, w, err := os.Pipe()
+	if err != nil {
+		return Result{State: StateError, Message: err.Error()}
+	}
+	defer fromAgent.Close()
+	cmd.Stdout = w
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return Result{State: StateError, Message: err.Error()}
+	}
+	defer errR.Close()
+	cmd.Stderr = errW
+	err = cmd.Start()
+	w.Close()
+	errW.Close()
+	if err != nil {
+		return Result{State: StateError, Message: fmt.Sprintf("the agent could not start: %v", err)}
+	}
+	pgid := cmd.Process.Pid
+	defer syscall.Kill(-pgid, syscall.SIGKILL)
+	stderr := &tail{max: maxStderr}
+	go io.Copy(stderr, errR)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	cl := &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}
+	conn := acp.NewClientSideConnection(cl, toAgent, fromAgent)
+	result := func(state, msg string) Result {
+		cl.flush()
+		return Result{State: state, Message: msg, Stderr: stderr.String()}
+	}
+	died := func(err error) Result {
+		msg := "the agent exited during the turn"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		if last := lastLine(stderr.String()); last != "" {
+			msg += ": " + last
+		}
+		return result(StateError, msg)
+	}
+
+	// Handshake: an agent that does not answer is a platform failure.
+	type answer struct {
+		err error
+	}
+	call := func(f func(context.Context) error, timeout time.Duration) (error, bool) {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		done := make(chan answer, 1)
+		go func() { done <- answer{f(cctx)} }()
+		select {
+		case a := <-done:
+			return a.err, false
+		case <-exited:
+			return errors.New("exited"), true
+		}
+	}
+	err, gone := call(func(c context.Context) error {
+		_, err := conn.Initialize(c, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
+			ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}})
+		return err
+	}, initTimeout)
+	switch {
+	case gone:
+		return died(nil)
+	case ctx.Err() != nil:
+		return result(StateCancelled, "cancelled")
+	case err != nil:
+		return result(StateError, fmt.Sprintf("the agent did not answer initialize within %s: %v", initTimeout, err))
+	}
+	var session acp.SessionId
+	err, gone = call(func(c context.Context) error {
+		s, err := conn.NewSession(c, acp.NewSessionRequest{Cwd: t.Workspace, McpServers: []acp.McpServer{}})
+		session = s.SessionId
+		return err
+	}, initTimeout)
+	switch {
+	case gone:
+		return died(nil)
+	case ctx.Err() != nil:
+		return result(StateCancelled, "cancelled")
+	case err != nil:
+		return result(StateError, fmt.Sprintf("the agent could not open a session: %v", err))
+	}
+
+	prompt := t.Prompt
+	if t.FollowUp != "" {
+		prompt += "\n\n---\nThe run continues. Follow-up from the user:\n" + t.FollowUp
+	}
+	promptCtx, stopPrompt := context.WithCancel(context.Background())
+	defer stopPrompt()
+	type prompted struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	done := make(chan prompted, 1)
+	go func() {
+		resp, err := conn.Prompt(promptCtx, acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock(prompt)}})
+		done <- prompted{resp, err}
+	}()
+
+	var total <-chan time.Time
+	if t.Timeout > 0 {
+		total = time.After(t.Timeout)
+	}
+	idle := newTimer(t.IdleTimeout)
+	// stop asks the agent to end the turn (session/cancel), then kills it.
+	stop := func(state, msg string) Result {
+		_ = conn.Cancel(context.Background(), acp.CancelNotification{SessionId: session})
+		select {
+		case <-done:
+		case <-exited:
+		case <-time.After(grace):
+		}
+		return result(state, msg)
+	}
+	for {
+		select {
+		case p := <-done:
+			if p.err != nil {
+				select {
+				case err := <-exited:
+					return died(err)
+				case <-time.After(100 * time.Millisecond):
+				}
+				return result(StateFailed, "the agent answered the prompt with an error: "+p.err.Error())
+			}
+			switch p.resp.StopReason {
+			case acp.StopReasonEndTurn:
+				return result(StateSucceeded, "the agent ended its turn")
+			case acp.StopReasonCancelled:
+				return result(StateCancelled, "cancelled")
+			default:
+				return result(StateFailed, fmt.Sprintf("the agent stopped: %s", p.resp.StopReason))
+			}
+		case err := <-exited:
+			return died(err)
+		case <-cl.activity:
+			idle.Reset()
+		case <-ctx.Done():
+			return stop(StateCancelled, "cancelled")
+		case <-total:
+			return stop(StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+		case <-idle.C():
+			return stop(StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+		}
+	}
+}
+
+// acpClient is the client side of a session: it turns the agent's updates
+// into status messages, answers permission requests by the environment's
+// policy, and lets the agent read and write files in the workspace only.
+type acpClient struct {
+	workspace string
+	events    func(Event)
+	activity  chan struct{}
+	allow     bool
+
+	mu   sync.Mutex
+	text strings.Builder // agent message text not yet ended by a newline
+}
+
+func (c *acpClient) touch() {
+	select {
+	case c.activity <- struct{}{}:
+	default:
+	}
+}
+
+func (c *acpClient) emit(msg string) {
+	if msg = strings.TrimSpace(msg); msg != "" {
+		if len(msg) > maxLine {
+			msg = msg[:maxLine]
+		}
+		c.events(Event{Time: time.Now().UTC(), Message: msg})
+	}
+}
+
+// flush emits agent text that did not end with a newline.
+func (c *acpClient) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.emit(c.text.String())
+	c.text.Reset()
+}
+
+func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.touch()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := n.Update
+	switch {
+	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
+		c.text.WriteString(u.AgentMessageChunk.Content.Text.Text)
+		s := c.text.String()
+		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+			for _, line := range strings.Split(s[:i], "\n") {
+				c.emit(line)
+			}
+			c.text.Reset()
+			c.text.WriteString(s[i+1:])
+		}
+	case u.ToolCall != nil:
+		c.emit(fmt.Sprintf("[tool] %s (%s)", u.ToolCall.Title, u.ToolCall.Status))
+	case u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil:
+		c.emit(fmt.Sprintf("[tool] %s: %s", u.ToolCallUpdate.ToolCallId, *u.ToolCallUpdate.Status))
+	case u.Plan != nil:
+		var steps []string
+		for _, e := range u.Plan.Entries {
+			steps = append(steps, fmt.Sprintf("%s (%s)", e.Content, e.Status))
+		}
+		c.emit("[plan] " + strings.Join(steps, "; "))
+	}
+	return nil
+}
+
+func (c *acpClient) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	c.touch()
+	want := map[acp.PermissionOptionKind]bool{acp.PermissionOptionKindAllowOnce: c.allow, acp.PermissionOptionKindAllowAlways: c.allow,
+		acp.PermissionOptionKindRejectOnce: !c.allow, acp.PermissionOptionKindRejectAlways: !c.allow}
+	for _, o := range p.Options {
+		if want[o.Kind] {
+			return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}, nil
+		}
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
+}
+
+// inside resolves a path the agent asks for, refusing anything outside the
+// workspace.
+func (c *acpClient) inside(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(c.workspace, path)
+	}
+	clean := filepath.Clean(path)
+	root, _ := filepath.EvalSymlinks(c.workspace)
+	real := clean
+	if r, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
+		real = filepath.Join(r, filepath.Base(clean))
+	}
+	if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
+		return "", fmt.Errorf("%s is outside the run's workspace", path)
+	}
+	return real, nil
+}
+
+func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	c.touch()
+	path, err := c.inside(p.Path)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, err
+	}
+	b, err := os.ReadFile(path)
+	return acp.ReadTextFileResponse{Content: string(b)}, err
+}
+
+func (c *acpClient) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	c.touch()
+	path, err := c.inside(p.Path)
+	if err != nil {
+		return acp.WriteTextFileResponse{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return acp.WriteTextFileResponse{}, err
+	}
+	return acp.WriteTextFileResponse{}, os.WriteFile(path, []byte(p.Content), 0o644)
+}
+
+var errNoTerminals = errors.New("terminals are not offered to agents by this server")
+
+func (c *acpClient) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, errNoTerminals
+}
+func (c *acpClient) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, errNoTerminals
+}
+func (c *acpClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, errNoTerminals
+}
+func (c *acpClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, errNoTerminals
+}
+func (c *acpClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, errNoTerminals
+}
