@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	buildOnce sync.Once
+	buildOnce  sync.Once
 	factoryBin string
 	buildErr   error
 )

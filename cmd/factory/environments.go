@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultEnvironment is the built-in environment of a server without a
-// configuration file: the bundled demo agent (runtime.md).
+// configuration file: the bundled demo agent, over ACP (runtime.md).
 const DefaultEnvironment = "default"
 
 type runtimeConfig struct {
@@ -25,10 +25,11 @@ type runtimeConfig struct {
 }
 
 type environmentConfig struct {
-	Executor string            `json:"executor"`
-	Command  []string          `json:"command"`
-	Env      map[string]string `json:"env"`
-	Timeout  string            `json:"timeout"`
+	Executor    string            `json:"executor"`
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env"`
+	Timeout     string            `json:"timeout"`
+	Permissions string            `json:"permissions"`
 }
 
 // runManager builds the run manager of a server from its configuration:
@@ -54,10 +55,10 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 	sort.Strings(names)
 	for _, name := range names {
 		d := defs[name]
-		if d.Executor != "exec" {
-			return nil, fmt.Errorf("environment %s: the %s executor is not available in this version; use executor: exec", name, d.Executor)
-		}
 		env := runtime.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
+		if d.Executor == "acp" {
+			env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
+		}
 		for k, v := range d.Env {
 			env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
 		}
@@ -76,7 +77,7 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 		if err != nil {
 			return nil, err
 		}
-		envs[DefaultEnvironment] = runtime.Environment{Executor: &runtime.ExecExecutor{Command: []string{self, "demo-agent"}}, Timeout: 10 * time.Minute}
+		envs[DefaultEnvironment] = runtime.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
 	}
 	def := rc.DefaultEnvironment
 	if def == "" {
