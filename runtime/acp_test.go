@@ -138,3 +138,56 @@ func TestACPMisbehavingAgents(t *testing.T) {
 		})
 	}
 }
+
+// TestACPRunsThroughTheManager: a run on an ACP environment, follow-ups
+// sent during its turn and after it (kept in order), and the agent's
+// stderr kept for diagnosis.
+func TestACPRunsThroughTheManager(t *testing.T) {
+	bin := demoAgent(t)
+	dir := t.TempDir()
+	s := newStoreOnly(t, dir)
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", Log: quietLog(),
+		Environments: map[string]runtime.Environment{"acp": {Executor: &runtime.ACPExecutor{
+			Command: []string{"sh", "-c", "echo agent starting >&2; exec " + bin + " demo-agent --acp --delay 100ms"}}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.Wait() }()
+	m.Start(ctx)
+	r, err := m.Create(runtime.CreateRequest{Prompt: "Triage."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, _ := s.Run(r.ID); got.State == runtime.StateInProgress || time.Now().After(deadline) {
+			break
+		}
+	}
+	m.FollowUp(r.ID, "one")
+	m.FollowUp(r.ID, "two")
+	var got *storeRun
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, _ = s.Run(r.ID)
+		if got.Turns == 3 && got.State == runtime.StateSucceeded || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got.Turns != 3 || got.State != runtime.StateSucceeded {
+		t.Fatalf("%+v", got)
+	}
+	summary, _ := os.ReadFile(filepath.Join(m.Workspace(r.ID), "SUMMARY.md"))
+	if !strings.Contains(string(summary), "## Follow-up\n\ntwo") {
+		t.Fatalf("the last turn was not the last follow-up:\n%s", summary)
+	}
+	events, _ := s.RunEvents(r.ID)
+	var started []string
+	for _, e := range events {
+		if e.Kind == "started" {
+			started = append(started, e.Message)
+		}
+	}
+	if strings.Join(started, ",") != ",one,two" {
+		t.Fatalf("turns in order: %q", started)
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(m.Workspace(r.ID)), "agent-stderr.log")); err != nil || !strings.Contains(string(b), "agent starting") {
+		t.Fatalf("stderr kept: %v %q", err, b)
+	}
+}

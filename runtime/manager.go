@@ -343,6 +343,11 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	env := m.cfg.Environments[r.Environment]
 	turn.Timeout, turn.Env = env.Timeout, env.Env
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
+	if res.Stderr != "" {
+		// The end of the agent's stderr (bounded by the executor), beside
+		// the workspace, for diagnosis: the last turn's wins.
+		_ = os.WriteFile(filepath.Join(filepath.Dir(m.Workspace(id)), "agent-stderr.log"), []byte(res.Stderr), 0o600)
+	}
 	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
 		res = Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
 	}

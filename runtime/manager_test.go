@@ -224,3 +224,17 @@ func TestRestartRecovery(t *testing.T) {
 	g.m.FollowUp(busy.ID, "go on")
 	g.wait(busy.ID, runtime.StateSucceeded)
 }
+
+type storeRun = store.Run
+
+func newStoreOnly(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
