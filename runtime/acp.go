@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,9 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 
 	cl := &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}
 	conn := acp.NewClientSideConnection(cl, toAgent, fromAgent)
+	// The connection's own diagnostics (a closed pipe at every turn's end)
+	// are not the server's news: what matters reaches the run's result.
+	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	result := func(state, msg string) Result {
 		cl.flush()
 		return Result{State: state, Message: msg, Stderr: stderr.String()}

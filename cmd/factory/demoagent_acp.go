@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,6 +31,7 @@ type demoACPAgent struct {
 func runDemoACPAgent(delay time.Duration) error {
 	a := &demoACPAgent{delay: delay, cwd: map[acp.SessionId]string{}, cancel: map[acp.SessionId]chan struct{}{}}
 	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+	a.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	<-a.conn.Done()
 	return nil
 }
