@@ -112,6 +112,17 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		go func() { done <- answer{f(cctx)} }()
 		select {
 		case a := <-done:
+			if a.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+				return context.DeadlineExceeded, false // the library wraps it in an RPC error
+			}
+			if a.err != nil {
+				// A failed call may be the agent dying: say so if it did.
+				select {
+				case <-exited:
+					return a.err, true
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
 			return a.err, false
 		case <-exited:
 			return errors.New("exited"), true
@@ -127,8 +138,10 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		return died(nil)
 	case ctx.Err() != nil:
 		return result(StateCancelled, "cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return result(StateError, fmt.Sprintf("the agent did not answer initialize within %s", initTimeout))
 	case err != nil:
-		return result(StateError, fmt.Sprintf("the agent did not answer initialize within %s: %v", initTimeout, err))
+		return result(StateError, fmt.Sprintf("the agent failed initialize: %v", err))
 	}
 	var session acp.SessionId
 	err, gone = call(func(c context.Context) error {

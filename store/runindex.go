@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -16,6 +17,15 @@ import (
 //	ri/<sort>/<sort key>/<run id>                  (sort: c created_at, u updated_at)
 //	ri/<field>=<value>/<sort>/<sort key>/<run id>
 const runIndexPrefix = "ri/"
+
+// runSupersededPrefix orders superseded updated_at entries by the time they
+// were superseded, for the sweeper: rsup/<nanos>/<index key>.
+const runSupersededPrefix = "rsup/"
+
+// isUpdatedKey reports whether an index key orders by updated_at.
+func isUpdatedKey(k string) bool {
+	return strings.HasPrefix(k, runIndexPrefix+"u/") || strings.Contains(k, "/u/")
+}
 
 // RunFilterFields are the fields runs can be listed by, most selective
 // first: a query with several walks the index of the first.
@@ -67,6 +77,11 @@ type RunQuery struct {
 	Matches  func(*Run) bool // filters checked per run (times, ...)
 	MinNanos int64           // bounds on the sort key, 0 for none
 	MaxNanos int64
+	// AsOf (unix nanoseconds), on an updated_at listing, walks the index
+	// as it was at that moment: the listing's first page sets it, and its
+	// later pages keep it, so runs changing meanwhile neither repeat nor
+	// go missing. 0 walks the index as it is.
+	AsOf int64
 }
 
 // RunPage is a page of runs and the position to continue from.
@@ -161,10 +176,14 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 			return page, nil
 		}
 		pos := string(best.it.Key())[len(best.prefix):]
+		superseded := string(best.it.Value())
 		if q.Asc {
 			best.ok = best.it.Next()
 		} else {
 			best.ok = best.it.Prev()
+		}
+		if !validAt(pos, superseded, sortKey, q.AsOf) {
+			continue
 		}
 		id := pos[strings.IndexByte(pos, '/')+1:]
 		r, err := s.Run(id)
@@ -174,7 +193,7 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !runMatches(r, q) {
+		if !runMatches(r, q, field, sortKey == "u" && q.AsOf > 0) {
 			continue
 		}
 		if len(page.Runs) == q.Limit {
@@ -186,14 +205,40 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 	}
 }
 
-func runMatches(r *Run, q RunQuery) bool {
+// validAt says whether an index entry belongs to the walk: the current
+// entries when there is no as-of time; else the entries that were current
+// at that time (updated before it, and not superseded until after it).
+func validAt(pos, superseded, sortKey string, asOf int64) bool {
+	if sortKey != "u" || asOf == 0 {
+		return superseded == ""
+	}
+	var updated int64
+	fmt.Sscan(pos[:strings.IndexByte(pos, '/')], &updated)
+	if updated > asOf {
+		return false
+	}
+	if superseded == "" {
+		return true
+	}
+	var at int64
+	fmt.Sscan(superseded, &at)
+	return at > asOf
+}
+
+// runMatches checks the query's filters on a run's current record. On an
+// as-of walk, the field of the index walked was checked as of that time,
+// and is not checked again on the run as it is now.
+func runMatches(r *Run, q RunQuery, walked string, asOf bool) bool {
 	vals := runFieldValues(r)
 	for f, v := range q.Equal {
+		if asOf && f == walked {
+			continue
+		}
 		if vals[f] != v {
 			return false
 		}
 	}
-	if len(q.States) > 0 {
+	if len(q.States) > 0 && !(asOf && walked == "") {
 		found := false
 		for _, st := range q.States {
 			found = found || r.State == st
@@ -203,4 +248,39 @@ func runMatches(r *Run, q RunQuery) bool {
 		}
 	}
 	return q.Matches == nil || q.Matches(r)
+}
+
+// SweepSupersededRunIndex removes updated_at index entries superseded
+// before a time; listings begun before it can no longer continue.
+func (s *Store) SweepSupersededRunIndex(before time.Time) (int, error) {
+	b := s.NewLogBatch()
+	n := 0
+	end := runSupersededPrefix + nanos(before)
+	err := s.scan(runSupersededPrefix, func(key string, _ []byte) error {
+		if key >= end {
+			return errStop
+		}
+		at := key[len(runSupersededPrefix) : len(runSupersededPrefix)+20]
+		indexKey := key[len(runSupersededPrefix)+21:]
+		// Delete the entry only if it is still the superseded one: the run
+		// may have come back to the same position since.
+		if v, closer, err := s.db.Get([]byte(indexKey)); err == nil {
+			if string(v) == at {
+				b.delete(indexKey)
+			}
+			closer.Close()
+		}
+		b.delete(key)
+		n++
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		b.Abort()
+		return 0, err
+	}
+	if n == 0 {
+		b.Abort()
+		return 0, nil
+	}
+	return n, b.CommitNoSync()
 }

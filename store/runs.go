@@ -76,7 +76,10 @@ type RunEvent struct {
 func nanos(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 
 // PutRun writes a run and keeps its list indexes: prev is the run as it
-// was (nil for a new run), so the entries it no longer has are removed.
+// was (nil for a new run). An updated_at entry the run no longer has is
+// not deleted but marked superseded (at the new updated_at), so that a
+// listing begun before the change still sees the run where it stood; the
+// sweeper removes superseded entries later.
 func (b *Batch) PutRun(r *Run, prev *Run) {
 	b.putJSON(runPrefix+r.ID, r)
 	if prev == nil {
@@ -87,8 +90,14 @@ func (b *Batch) PutRun(r *Run, prev *Run) {
 		now[k] = true
 	}
 	if prev != nil {
+		at := nanos(r.UpdatedAt)
 		for _, k := range runIndexKeys(prev) {
-			if !now[k] {
+			switch {
+			case now[k]:
+			case isUpdatedKey(k):
+				b.putRaw(k, []byte(at))
+				b.putRaw(runSupersededPrefix+at+"/"+k, nil)
+			default:
 				b.delete(k)
 			}
 		}
