@@ -328,9 +328,23 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	scope := runQueryScope(qs)
+	if q.SortBy == "updated_at" {
+		// The walk is as of its first page: runs that change while a client
+		// pages neither repeat nor go missing.
+		q.AsOf = time.Now().UnixNano()
+	}
 	if c := qs.Get("cursor"); c != "" {
-		if q.After, err = cursor.Open(key, scope, c); err != nil {
+		pos, err := cursor.Open(key, scope, c)
+		if err != nil {
 			return errorf(CodeInvalidRequest, "cursor: not one this server gave for this query")
+		}
+		q.After = pos
+		if p, asOf, ok := strings.Cut(pos, "|"); ok {
+			n, _ := strconv.ParseInt(asOf, 10, 64)
+			if time.Since(time.Unix(0, n)) > store.RunListWindow {
+				return errorf(CodeInvalidRequest, fmt.Sprintf("cursor: this listing began over %s ago; start again from the first page", store.RunListWindow))
+			}
+			q.After, q.AsOf = p, n
 		}
 	}
 	page, err := s.store.ListRuns(q)
@@ -343,7 +357,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	info := PageInfo{HasNextPage: page.More}
 	if page.More {
-		info.NextCursor = cursor.Seal(key, scope, page.Last)
+		pos := page.Last
+		if q.AsOf > 0 {
+			pos += "|" + strconv.FormatInt(q.AsOf, 10)
+		}
+		info.NextCursor = cursor.Seal(key, scope, pos)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": items, "page_info": info})
 	return nil

@@ -403,3 +403,48 @@ func TestPagingThousandRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestPagingWhileRunsChange pages by updated_at (the default) while runs
+// change state, both runs already returned and runs not yet returned:
+// every run is seen exactly once.
+func TestPagingWhileRunsChange(t *testing.T) {
+	h := runsServer(t, 50, `sleep 30`)
+	var all []string
+	for i := 0; i < 40; i++ {
+		all = append(all, createRun(t, h, map[string]any{"prompt": fmt.Sprintf("run %d", i)}))
+	}
+	for _, id := range all {
+		waitState(t, h, id, "INPROGRESS")
+	}
+	seen := map[string]int{}
+	cur := ""
+	for page := 0; ; page++ {
+		ids, next := listIDs(t, h, "limit=6&cursor="+url.QueryEscape(cur))
+		for _, id := range ids {
+			seen[id]++
+		}
+		// Change runs on both sides of the cursor: each moves to the head
+		// of the updated_at order.
+		if page < 3 {
+			for _, id := range []string{all[page], all[len(all)/2+page], ids[0]} {
+				call(t, h, "POST", "/v1/agent/runs/"+id+"/cancel", nil)
+			}
+			createRun(t, h, map[string]any{"prompt": "new while paging"})
+		}
+		if next == "" {
+			break
+		}
+		cur = next
+	}
+	for i, id := range all {
+		if seen[id] != 1 {
+			_, b := call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
+			t.Fatalf("run %d %s seen %d times; timeline %s", i, id, seen[id], b)
+		}
+	}
+	// A new listing sees the changes.
+	ids, _ := listIDs(t, h, "limit=500&state=CANCELLED")
+	if len(ids) < 6 {
+		t.Fatalf("cancelled runs: %d", len(ids))
+	}
+}

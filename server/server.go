@@ -196,6 +196,9 @@ func (s *Server) sweep(ctx context.Context) {
 		} else if n > 0 {
 			s.log.Info("swept the delivery log", "removed", n)
 		}
+		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
+			s.log.Error("sweeping the run index", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

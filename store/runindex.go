@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,10 @@ import (
 //	ri/<sort>/<sort key>/<run id>                  (sort: c created_at, u updated_at)
 //	ri/<field>=<value>/<sort>/<sort key>/<run id>
 const runIndexPrefix = "ri/"
+
+// RunListWindow is how long a listing sorted by updated_at can go on: the
+// superseded entries its walk may need are kept that long.
+const RunListWindow = time.Hour
 
 // runSupersededPrefix orders superseded updated_at entries by the time they
 // were superseded, for the sweeper: rsup/<nanos>/<index key>.
@@ -212,16 +217,15 @@ func validAt(pos, superseded, sortKey string, asOf int64) bool {
 	if sortKey != "u" || asOf == 0 {
 		return superseded == ""
 	}
-	var updated int64
-	fmt.Sscan(pos[:strings.IndexByte(pos, '/')], &updated)
+	// Zero-padded decimal: parse base 10 (Sscan would read a leading 0 as octal).
+	updated, _ := strconv.ParseInt(pos[:strings.IndexByte(pos, '/')], 10, 64)
 	if updated > asOf {
 		return false
 	}
 	if superseded == "" {
 		return true
 	}
-	var at int64
-	fmt.Sscan(superseded, &at)
+	at, _ := strconv.ParseInt(superseded, 10, 64)
 	return at > asOf
 }
 
