@@ -47,7 +47,7 @@ func Open(dir string) (*Store, error) {
 		// Deliveries write a few small keys each: a larger memtable
 		// flushes (and compacts) less often.
 		MemTableSize: 64 << 20,
-		Cache:        pebble.NewCache(64 << 20),
+		Cache:        pebble.NewCache(256 << 20),
 		// Never stall writers on L0 files while a compaction catches up
 		// (as CockroachDB runs pebble): a burst of deliveries must not wait.
 		L0StopWritesThreshold:       1000,
