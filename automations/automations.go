@@ -43,7 +43,7 @@ type Evaluator struct {
 
 	mu       sync.Mutex
 	gen      uint64
-	compiled map[string]*compiledAutomation // automation UID → filters
+	compiled map[string][]*compiledAutomation // factory → its automations, filters compiled
 }
 
 type compiledAutomation struct {
@@ -118,27 +118,53 @@ func (e *Evaluator) Evaluate(it store.QueueItem) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	var runIDs []string
+	var reqs []runtime.CreateRequest
 	// Disabled, suspended and deleted webhooks do not fire (seed 6.3).
 	if hook != nil && hook.Active() {
-		if runIDs, err = e.fire(hook, d); err != nil {
+		if reqs, err = e.matches(hook, d); err != nil {
 			return err
 		}
 	}
-	d.RunIDs = append(d.RunIDs[:0], runIDs...)
-	b := e.Store.NewLogBatch()
-	b.PutDelivery(d)
-	b.Dequeue(d.ID)
-	if err := b.Commit(); err != nil {
+	// The runs, the delivery's record of them, and its removal from the
+	// queue are one synced write: a delivery is evaluated exactly once.
+	runs, err := e.Runs.CreateMany(reqs, func(b *store.Batch) {
+		d.RunIDs = d.RunIDs[:0]
+		for _, q := range reqs {
+			d.RunIDs = append(d.RunIDs, q.ID)
+		}
+		b.PutDelivery(d)
+		b.Dequeue(d.ID)
+	})
+	if err != nil {
 		return err
 	}
 	if e.Started != nil {
-		e.Started(len(runIDs))
+		e.Started(len(runs))
 	}
 	return nil
 }
 
+// fire starts the runs of a delivery on its own (tests use it to stand for
+// a crash between starting runs and leaving the queue).
 func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, error) {
+	reqs, err := e.matches(hook, d)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := e.Runs.CreateMany(reqs, nil)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// matches returns the runs a delivery starts: one per enabled automation
+// whose triggers select the webhook and whose filter matches.
+func (e *Evaluator) matches(hook *store.Webhook, d *store.Delivery) ([]runtime.CreateRequest, error) {
 	autos, err := e.automations(hook.Factory)
 	if err != nil {
 		return nil, err
@@ -155,7 +181,7 @@ func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	var reqs []runtime.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled || !reconciler.Fires(a.rec.Spec.Triggers, a.filters, hook.UID, payload) {
 			continue
@@ -164,7 +190,7 @@ func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, erro
 			Env string `json:"environment_id"`
 		}
 		_ = jsonUnmarshal(a.rec.Spec.Config, &cfg)
-		r, err := e.Runs.Create(runtime.CreateRequest{
+		reqs = append(reqs, runtime.CreateRequest{
 			ID:                        RunID(d.ID, a.rec.UID),
 			ErrorOnUnknownEnvironment: true,
 			Title:                     a.rec.Spec.Title,
@@ -177,12 +203,8 @@ func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, erro
 			DeliveryID:                d.ID,
 			Attachments:               []runtime.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: body}},
 		})
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, r.ID)
 	}
-	return ids, nil
+	return reqs, nil
 }
 
 // automations returns a factory's automations with their filters compiled,
@@ -191,24 +213,23 @@ func (e *Evaluator) automations(factory string) ([]*compiledAutomation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if gen := e.Store.StateWrites(); gen != e.gen || e.compiled == nil {
-		e.gen, e.compiled = gen, map[string]*compiledAutomation{}
+		e.gen, e.compiled = gen, map[string][]*compiledAutomation{}
+	}
+	if list, ok := e.compiled[factory]; ok {
+		return list, nil
 	}
 	recs, err := e.Store.Automations(factory)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*compiledAutomation, 0, len(recs))
+	list := make([]*compiledAutomation, 0, len(recs))
 	for _, r := range recs {
-		c := e.compiled[r.UID]
-		if c == nil {
-			fs, err := reconciler.CompileTriggers(r.Spec.Triggers)
-			if err != nil {
-				return nil, fmt.Errorf("automation %s: %w", r.Key, err)
-			}
-			c = &compiledAutomation{rec: r, filters: fs}
-			e.compiled[r.UID] = c
+		fs, err := reconciler.CompileTriggers(r.Spec.Triggers)
+		if err != nil {
+			return nil, fmt.Errorf("automation %s: %w", r.Key, err)
 		}
-		out = append(out, c)
+		list = append(list, &compiledAutomation{rec: r, filters: fs})
 	}
-	return out, nil
+	e.compiled[factory] = list
+	return list, nil
 }

@@ -155,11 +155,51 @@ func (m *Manager) Workspace(id string) string {
 // Create stores a new run, QUEUED, with its attachments, in one synced
 // batch, and queues it. Its workspace is laid out when it starts.
 func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
+	runs, err := m.CreateMany([]CreateRequest{req}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return runs[0], nil
+}
+
+// CreateMany creates several runs in one synced batch, with extra writes
+// of the caller's (an evaluated delivery's record and its removal from the
+// queue): all of them are durable together, or none is.
+func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]*store.Run, error) {
+	b := m.cfg.Store.NewLogBatch()
+	runs := make([]*store.Run, 0, len(reqs))
+	var queue []string
+	for _, req := range reqs {
+		r, fresh, err := m.prepare(b, req)
+		if err != nil {
+			b.Abort()
+			return nil, err
+		}
+		runs = append(runs, r)
+		if fresh && r.State == StateQueued {
+			queue = append(queue, r.ID)
+		}
+	}
+	if extra != nil {
+		extra(b)
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	for _, id := range queue {
+		m.enqueue(id)
+	}
+	return runs, nil
+}
+
+// prepare adds a new run's writes to a batch; an existing run with the
+// request's ID is returned as it is (fresh is false).
+func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *store.Run, fresh bool, err error) {
 	if req.ID != "" {
 		if r, err := m.cfg.Store.Run(req.ID); err == nil {
-			return r, nil
+			return r, false, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	env := req.Environment
@@ -168,25 +208,23 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 	}
 	_, known := m.cfg.Environments[env]
 	if !known && !req.ErrorOnUnknownEnvironment {
-		return nil, fmt.Errorf("%w %q", ErrUnknownEnvironment, env)
+		return nil, false, fmt.Errorf("%w %q", ErrUnknownEnvironment, env)
 	}
 	now := time.Now().UTC()
 	id := req.ID
 	if id == "" {
 		id = newRunID()
 	}
-	r := &store.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
+	r = &store.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator}
 	if r.Title == "" {
 		r.Title = titleOf(req.Prompt)
 	}
-	b := m.cfg.Store.NewLogBatch()
 	for _, a := range req.Attachments {
 		name := filepath.Base(a.Name)
 		if name == "." || name == "/" || name == ".." || name != a.Name {
-			b.Abort()
-			return nil, fmt.Errorf("attachment name %q is not a file name", a.Name)
+			return nil, false, fmt.Errorf("attachment name %q is not a file name", a.Name)
 		}
 		b.PutRunAttachment(r.ID, name, a.Data)
 		r.Attachments = append(r.Attachments, store.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
@@ -198,13 +236,7 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 		b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: StateError, Message: msg})
 	}
 	b.PutRun(r, nil)
-	if err := b.Commit(); err != nil {
-		return nil, err
-	}
-	if known {
-		m.enqueue(r.ID)
-	}
-	return r, nil
+	return r, true, nil
 }
 
 // layOut writes a run's workspace on its first turn: PROMPT.md, and the
