@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -50,34 +49,16 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
 	cmd.Dir = t.Workspace
 	cmd.Env = append(append(os.Environ(), t.Env...), "FACTORY_RUN_ID="+t.RunID)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	toAgent, err := cmd.StdinPipe()
 	if err != nil {
 		return Result{State: StateError, Message: err.Error()}
 	}
-	fromAgent, w, err := os.Pipe()
+	proc, err := startAgent(cmd)
 	if err != nil {
 		return Result{State: StateError, Message: err.Error()}
 	}
-	defer fromAgent.Close()
-	cmd.Stdout = w
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		w.Close()
-		return Result{State: StateError, Message: err.Error()}
-	}
-	defer errR.Close()
-	cmd.Stderr = errW
-	err = cmd.Start()
-	w.Close()
-	errW.Close()
-	if err != nil {
-		return Result{State: StateError, Message: fmt.Sprintf("the agent could not start: %v", err)}
-	}
-	pgid := cmd.Process.Pid
-	defer syscall.Kill(-pgid, syscall.SIGKILL)
-	stderr := &tail{max: maxStderr}
-	go io.Copy(stderr, errR)
+	defer proc.close()
+	fromAgent, stderr := proc.stdout, proc.stderr
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 

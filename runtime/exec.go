@@ -50,37 +50,12 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		"FACTORY_PROMPT_FILE="+t.PromptFile,
 		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir,
 		"FACTORY_FOLLOWUP="+t.FollowUp)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A plain pipe, not StdoutPipe: Wait then waits for the process only,
-	// and output left by a process that outlives it is still read.
-	stdout, w, err := os.Pipe()
+	proc, err := startAgent(cmd)
 	if err != nil {
 		return Result{State: StateError, Message: err.Error()}
 	}
-	defer stdout.Close()
-	cmd.Stdout = w
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		w.Close()
-		return Result{State: StateError, Message: err.Error()}
-	}
-	defer errR.Close()
-	cmd.Stderr = errW
-	err = cmd.Start()
-	w.Close() // the child has its copies
-	errW.Close()
-	if err != nil {
-		return Result{State: StateError, Message: fmt.Sprintf("the agent could not start: %v", err)}
-	}
-	stderr := &tail{max: maxStderr}
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		io.Copy(stderr, errR)
-	}()
-	pgid := cmd.Process.Pid
-	// Whatever happens, no process of the group outlives the turn.
-	defer syscall.Kill(-pgid, syscall.SIGKILL)
+	defer proc.close()
+	stdout, stderr := proc.stdout, proc.stderr
 
 	activity := make(chan struct{}, 1)
 	lines := make(chan struct{})
@@ -106,9 +81,9 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	// end kills what is left of the group (background children holding
 	// stdout) and reads the output to its end.
 	end := func() {
-		syscall.Kill(-pgid, syscall.SIGKILL)
+		proc.signal(syscall.SIGKILL)
 		<-lines
-		<-stderrDone
+		<-proc.stderrDone
 	}
 
 	var total, idle <-chan time.Time
@@ -118,11 +93,11 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	idleTimer := newTimer(t.IdleTimeout)
 	idle = idleTimer.C()
 	stop := func(state, msg string) Result {
-		syscall.Kill(-pgid, syscall.SIGTERM)
+		proc.signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(grace):
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			proc.signal(syscall.SIGKILL)
 			<-exited
 		}
 		end()

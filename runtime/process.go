@@ -1,0 +1,64 @@
+package runtime
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// agentProcess is a started agent in its own process group. Its stdout and
+// stderr are plain pipes, not StdoutPipe: Wait then waits for the process
+// only, and output left by a process that outlives it is still read.
+type agentProcess struct {
+	cmd        *exec.Cmd
+	stdout     *os.File
+	stderrR    *os.File
+	stderr     *tail         // the end of stderr, kept for the run's result
+	stderrDone chan struct{} // closed when stderr has been read to its end
+}
+
+// startAgent starts cmd in a new process group. The caller defers close,
+// which kills whatever is left of the group.
+func startAgent(cmd *exec.Cmd) (*agentProcess, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdout.Close()
+		w.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = w, errW
+	err = cmd.Start()
+	w.Close() // the child has its copies
+	errW.Close()
+	if err != nil {
+		stdout.Close()
+		errR.Close()
+		return nil, fmt.Errorf("the agent could not start: %w", err)
+	}
+	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &tail{max: maxStderr}, stderrDone: make(chan struct{})}
+	go func() {
+		defer close(p.stderrDone)
+		io.Copy(p.stderr, errR)
+	}()
+	return p, nil
+}
+
+// signal sends sig to every process of the agent's group.
+func (p *agentProcess) signal(sig syscall.Signal) {
+	syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// close makes sure no process of the group outlives the turn and releases
+// the pipes.
+func (p *agentProcess) close() {
+	p.signal(syscall.SIGKILL)
+	p.stdout.Close()
+	p.stderrR.Close()
+}
