@@ -470,15 +470,22 @@ func terminal(state string) bool {
 	return false
 }
 
+// stored reads a run for the API's methods: one that does not exist is
+// ErrNotFound, the error callers map to 404.
+func (m *Manager) stored(id string) (*store.Run, error) {
+	r, err := m.cfg.Store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	return r, err
+}
+
 // Cancel stops a queued or running run: it ends CANCELLED, and no process
 // of it is left. A run that has ended answers ErrTerminal.
 func (m *Manager) Cancel(id string) (*store.Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.cfg.Store.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
-	}
+	r, err := m.stored(id)
 	if err != nil {
 		return nil, err
 	}
@@ -504,10 +511,7 @@ func (m *Manager) Cancel(id string) (*store.Run, error) {
 func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.cfg.Store.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
-	}
+	r, err := m.stored(id)
 	if err != nil {
 		return nil, err
 	}
