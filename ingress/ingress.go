@@ -59,9 +59,9 @@ type Config struct {
 	MaxBody             int64
 	PerMinute           int
 	FailedAuthPerMinute int
-	// Accepted, when set, is told after each accepted delivery is on disk
-	// (to evaluate it now rather than at the next poll).
-	Accepted func()
+	// Accepted, when set, is handed each accepted delivery once it is on
+	// disk (to evaluate it now rather than at the next poll).
+	Accepted func(store.QueueItem)
 }
 
 // Handler serves webhook ingress.
@@ -343,7 +343,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
 	accepted(w, d.ID)
 	if h.cfg.Accepted != nil {
-		h.cfg.Accepted()
+		h.cfg.Accepted(store.QueueItem{DeliveryID: d.ID, WebhookUID: t.rec.UID})
 	}
 	return nil
 }

@@ -87,13 +87,13 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{})}
-	var accepted func()
+	var accepted func(store.QueueItem)
 	if cfg.Runs != nil {
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state string) { s.metrics.runsEnded.WithLabelValues(state).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
-		accepted = s.eval.Wake
+		accepted = s.eval.Queued
 	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute})

@@ -281,3 +281,15 @@ func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// IsQueued reports whether a delivery is still in the evaluation queue.
+func (s *Store) IsQueued(deliveryID string) (bool, error) {
+	_, closer, err := s.db.Get([]byte(evalQueuePrefix + deliveryID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
