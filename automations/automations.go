@@ -53,7 +53,7 @@ type Evaluator struct {
 
 	mu       sync.Mutex
 	gen      uint64
-	hooks    map[string]*store.Webhook       // live webhooks by UID
+	hooks    map[string]*store.Webhook        // live webhooks by UID
 	compiled map[string][]*compiledAutomation // factory → its automations, filters compiled
 }
 
