@@ -48,13 +48,22 @@ type Evaluator struct {
 	Started func(n int) // called with the runs each batch of deliveries started (metrics)
 
 	once     sync.Once
-	pending  chan store.QueueItem
+	pending  chan handoff
 	overflow atomic.Bool
+	scans    atomic.Uint64 // scans of the stored queue completed
 
 	mu       sync.Mutex
 	gen      uint64
 	hooks    map[string]*store.Webhook        // live webhooks by UID
 	compiled map[string][]*compiledAutomation // factory → its automations, filters compiled
+}
+
+// handoff is a delivery handed over in memory, with the number of scans
+// completed when it was: if a scan completed since, the scan may have
+// evaluated it already.
+type handoff struct {
+	item  store.QueueItem
+	scans uint64
 }
 
 type compiledAutomation struct {
@@ -66,7 +75,7 @@ type compiledAutomation struct {
 const batchSize = 256
 
 func (e *Evaluator) init() {
-	e.once.Do(func() { e.pending = make(chan store.QueueItem, 8192) })
+	e.once.Do(func() { e.pending = make(chan handoff, 8192) })
 }
 
 // Queued tells the evaluator a delivery was accepted and is on disk. It
@@ -74,11 +83,11 @@ func (e *Evaluator) init() {
 func (e *Evaluator) Queued(it store.QueueItem) {
 	e.init()
 	select {
-	case e.pending <- it:
+	case e.pending <- handoff{it, e.scans.Load()}:
 	default:
 		e.overflow.Store(true)
 		select {
-		case e.pending <- store.QueueItem{}: // a wake-up, if there is room
+		case e.pending <- handoff{}: // a wake-up, if there is room
 		default:
 		}
 	}
@@ -102,8 +111,8 @@ func (e *Evaluator) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case it := <-e.pending:
-			batch = append(batch, it)
+		case h := <-e.pending:
+			batch = e.take(batch, h)
 		case <-time.After(5 * time.Second):
 			scan = true
 			continue
@@ -111,27 +120,45 @@ func (e *Evaluator) Run(ctx context.Context) {
 	more:
 		for len(batch) < batchSize {
 			select {
-			case it := <-e.pending:
-				batch = append(batch, it)
+			case h := <-e.pending:
+				batch = e.take(batch, h)
 			default:
 				break more
 			}
 		}
-		if err := e.evaluate(batch, true); err != nil {
+		if err := e.evaluate(batch); err != nil {
 			e.Log.Error("evaluating deliveries; will retry from the stored queue", "err", err)
 			scan = true
 		}
 	}
 }
 
+// take adds a handed-over delivery to a batch unless a scan completed
+// since the hand-over and took it off the queue. (A delivery committed
+// just before a scan began and handed over just after it ended is
+// evaluated twice: that is harmless, as run IDs are derived from the
+// delivery and the automation, so the second evaluation starts nothing.)
+func (e *Evaluator) take(batch []store.QueueItem, h handoff) []store.QueueItem {
+	if h.item.DeliveryID == "" {
+		return batch // a wake-up
+	}
+	if h.scans != e.scans.Load() {
+		if queued, err := e.Store.IsQueued(h.item.DeliveryID); err == nil && !queued {
+			return batch
+		}
+	}
+	return append(batch, h.item)
+}
+
 // Drain evaluates every delivery in the stored queue, oldest first.
 func (e *Evaluator) Drain() error {
+	defer e.scans.Add(1)
 	for {
 		items, err := e.Store.EvalQueue(batchSize)
 		if err != nil || len(items) == 0 {
 			return err
 		}
-		if err := e.evaluate(items, false); err != nil {
+		if err := e.evaluate(items); err != nil {
 			return err
 		}
 	}
@@ -148,31 +175,17 @@ func RunID(deliveryID, automationUID string) string {
 
 // evaluate starts the runs of a batch of queued deliveries, records them on
 // the deliveries, and takes the deliveries off the queue, in one synced
-// write: a delivery is evaluated exactly once. Items handed over in memory
-// may already have been evaluated by a scan (checkQueued skips those). If
-// the batch fails, its deliveries are tried one by one, so that the error
-// names the delivery.
-func (e *Evaluator) evaluate(items []store.QueueItem, checkQueued bool) error {
+// write: a delivery is evaluated exactly once. If the batch fails, its
+// deliveries are tried one by one, so that the error names the delivery.
+func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	var reqs []runtime.CreateRequest
 	var fired []*store.Delivery
 	var done []string
 	for _, it := range items {
-		if it.DeliveryID == "" {
-			continue // a wake-up
-		}
-		if checkQueued {
-			queued, err := e.Store.IsQueued(it.DeliveryID)
-			if err != nil {
-				return err
-			}
-			if !queued {
-				continue
-			}
-		}
 		d, rs, err := e.matches(it)
 		if err != nil {
 			if len(items) > 1 {
-				return e.oneByOne(items, checkQueued)
+				return e.oneByOne(items)
 			}
 			return fmt.Errorf("delivery %s: %w", it.DeliveryID, err)
 		}
@@ -189,6 +202,16 @@ func (e *Evaluator) evaluate(items []store.QueueItem, checkQueued bool) error {
 	if len(done) == 0 {
 		return nil
 	}
+	if len(reqs) == 0 {
+		// Nothing fires: taking the deliveries off the queue need not wait
+		// for the disk. Lost in a crash, they are evaluated again, to the
+		// same effect (nothing), so this write rides on the next sync.
+		b := e.Store.NewLogBatch()
+		for _, id := range done {
+			b.Dequeue(id)
+		}
+		return b.CommitNoSync()
+	}
 	runs, err := e.Runs.CreateMany(reqs, func(b *store.Batch) {
 		for _, d := range fired {
 			b.PutDelivery(d)
@@ -199,7 +222,7 @@ func (e *Evaluator) evaluate(items []store.QueueItem, checkQueued bool) error {
 	})
 	if err != nil {
 		if len(items) > 1 {
-			return e.oneByOne(items, checkQueued)
+			return e.oneByOne(items)
 		}
 		return fmt.Errorf("delivery %s: %w", items[0].DeliveryID, err)
 	}
@@ -209,9 +232,9 @@ func (e *Evaluator) evaluate(items []store.QueueItem, checkQueued bool) error {
 	return nil
 }
 
-func (e *Evaluator) oneByOne(items []store.QueueItem, checkQueued bool) error {
+func (e *Evaluator) oneByOne(items []store.QueueItem) error {
 	for _, it := range items {
-		if err := e.evaluate([]store.QueueItem{it}, checkQueued); err != nil {
+		if err := e.evaluate([]store.QueueItem{it}); err != nil {
 			return err
 		}
 	}

@@ -350,10 +350,15 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 
 // accepted answers 202 {"delivery_id"}; IDs need no JSON escaping.
 func accepted(w http.ResponseWriter, id string) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusAccepted)
-	io.WriteString(w, `{"delivery_id":"`+id+"\"}\n")
+	b := make([]byte, 0, 64)
+	b = append(b, `{"delivery_id":"`...)
+	b = append(b, id...)
+	w.Write(append(b, "\"}\n"...))
 }
+
+var jsonContentType = []string{"application/json"}
 
 // filter returns the identity filter, loading it from the store once.
 func (h *Handler) filter() (*seenFilter, error) {
@@ -469,6 +474,20 @@ var errTooLarge = errors.New("body too large")
 // than limit+1 bytes are read.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	if r.ContentLength >= 0 {
+		// The usual case: one allocation of the announced size, and one
+		// byte more to see that the body does not run past it.
+		b := make([]byte, r.ContentLength+1)
+		n, err := io.ReadFull(r.Body, b)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return b[:n], nil // net/http ends the body at Content-Length
+		case err != nil:
+			return nil, err
+		}
+		// More than announced: net/http does not allow that, but be sure.
 		return nil, errTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))

@@ -176,6 +176,13 @@ func TestGitSource(t *testing.T) {
 	}
 
 	// An unchanged head clones nothing and writes nothing, poll after poll.
+	// (The status is stored before the sync's metrics are counted: wait for
+	// the metrics of the force-push first.)
+	for deadline := time.Now().Add(5 * time.Second); h.metric("factory_revision_info", `factory="acme",revision="main@sha1:`+c1.String()+`"`) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the force-push's metrics were not recorded")
+		}
+	}
 	clones := src.Clones()
 	applied := h.metric("factory_syncs_total", `factory="acme",outcome="applied"`)
 	time.Sleep(600 * time.Millisecond)

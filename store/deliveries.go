@@ -96,7 +96,7 @@ func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, b
 // disk: losing one in a crash loses no work.
 func (s *Store) RecordDelivery(d *Delivery, payload []byte, identityKeys []string) error {
 	b := s.NewLogBatch()
-	b.putJSON(deliveryPrefix+d.WebhookUID+"/"+d.ID, d)
+	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(make([]byte, 0, 256), d))
 	if d.Label != LabelAccepted {
 		return b.CommitNoSync()
 	}
@@ -181,7 +181,9 @@ func (s *Store) EvalQueue(limit int) ([]QueueItem, error) {
 func (b *Batch) Dequeue(deliveryID string) { b.delete(evalQueuePrefix + deliveryID) }
 
 // PutDelivery rewrites a delivery record (to add the runs it started).
-func (b *Batch) PutDelivery(d *Delivery) { b.putJSON(deliveryPrefix+d.WebhookUID+"/"+d.ID, d) }
+func (b *Batch) PutDelivery(d *Delivery) {
+	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(nil, d))
+}
 
 var errStop = errors.New("stop")
 
