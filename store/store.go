@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
@@ -52,6 +53,13 @@ func Open(dir string) (*Store, error) {
 		// (as CockroachDB runs pebble): a burst of deliveries must not wait.
 		L0StopWritesThreshold:       1000,
 		MemTableStopWritesThreshold: 4,
+		// Let a WAL sync wait until a millisecond after the previous one,
+		// so that more concurrent synced writes share it (pebble suggests
+		// this for workloads of many small synced batches). Each sync
+		// costs a flush to the device and wakes the waiting writers: under
+		// a flood of deliveries, fewer and larger groups free CPU for
+		// serving (BENCHMARKS.md, ingress). A lone write waits at most 1 ms.
+		WALMinSyncInterval: func() time.Duration { return time.Millisecond },
 	}
 	defer opts.Cache.Unref()
 	// Ingress looks up every new delivery's identity, and a new identity
