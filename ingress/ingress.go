@@ -11,10 +11,8 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -195,9 +193,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	notFound := problem.Errorf(problem.NotFound, "no such webhook")
 	if t == nil || token != "" && t.rec.Spec.AuthMode != schema.AuthURLToken {
-		return notFound
+		return problem.Errorf(problem.NotFound, "no such webhook")
 	}
 	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
 
@@ -249,7 +246,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	// 6. JSON: an object, array or scalar; Content-Type is not enforced.
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		release()
 		return q.reject(store.LabelRejectedJSON, "the body is not valid JSON", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON"))
 	}
@@ -311,8 +308,10 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	if err != nil {
 		return err
 	}
+	filterKeys := make([]string, len(keys))
 	for i, k := range keys {
-		if !filter.mayContain(t.rec.UID + "/" + k) {
+		filterKeys[i] = t.rec.UID + "/" + k
+		if !filter.mayContain(filterKeys[i]) {
 			continue // certainly new: no store lookup
 		}
 		prev, seen, err := h.cfg.Store.SeenIdentity(t.rec.UID, k, q.now.Add(-windows[i]))
@@ -334,8 +333,8 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		return err
 	}
 	full := false
-	for _, k := range keys {
-		full = filter.add(t.rec.UID+"/"+k) || full
+	for _, k := range filterKeys {
+		full = filter.add(k) || full
 	}
 	if full {
 		go h.rebuildFilter(filter)
@@ -419,9 +418,15 @@ func (h *Handler) rebuildFilter(old *seenFilter) {
 func (h *Handler) lock(uid string, keys []string) []*sync.Mutex {
 	idx := make([]int, 0, len(keys))
 	for _, k := range keys {
-		f := fnv.New32a()
-		f.Write([]byte(uid + "/" + k))
-		i := int(f.Sum32() % uint32(len(h.stripes)))
+		// FNV-1a of uid + "/" + k, without building the string.
+		f := uint32(2166136261)
+		for _, part := range [...]string{uid, "/", k} {
+			for i := 0; i < len(part); i++ {
+				f ^= uint32(part[i])
+				f *= 16777619
+			}
+		}
+		i := int(f % uint32(len(h.stripes)))
 		dup := false
 		for _, j := range idx {
 			dup = dup || j == i
@@ -434,7 +439,7 @@ func (h *Handler) lock(uid string, keys []string) []*sync.Mutex {
 	if len(idx) == 2 && idx[0] > idx[1] {
 		idx[0], idx[1] = idx[1], idx[0]
 	}
-	var out []*sync.Mutex
+	out := make([]*sync.Mutex, 0, len(idx))
 	for _, i := range idx {
 		h.stripes[i].Lock()
 		out = append(out, &h.stripes[i])

@@ -1,9 +1,6 @@
 package ingress
 
-import (
-	"hash/fnv"
-	"sync"
-)
+import "sync"
 
 // seenFilter is a Bloom filter of the identity keys in the store. Almost
 // every delivery is new, and "new" is the answer a Bloom filter gives
@@ -26,10 +23,13 @@ func newSeenFilter(capacity int) *seenFilter {
 	return &seenFilter{bits: make([]uint64, capacity*10/64+1), k: 7, limit: capacity}
 }
 
+// hashes is FNV-1a of the key, and a second hash derived from it.
 func hashes(key string) (uint64, uint64) {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	a := h.Sum64()
+	a := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		a ^= uint64(key[i])
+		a *= 1099511628211
+	}
 	return a, a>>33 | a<<31 | 1
 }
 
