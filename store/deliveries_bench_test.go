@@ -1,8 +1,9 @@
 package store_test
 
 import (
+	"bytes"
+	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"factory/store"
 )
 
-// BenchmarkRecordDelivery writes accepted 1 KB deliveries as ingress does
+// BenchmarkRecordDelivery writes accepted 1 KB deliveries (a GitHub
+// "issues" payload, its issue ID made unique) as ingress does
 // (record, payload, identity mark and queue entry in one synced batch)
 // from 64 concurrent writers, whose syncs pebble groups. It isolates the
 // store's share of an ingress request from HTTP and the load generator.
@@ -20,7 +22,10 @@ func BenchmarkRecordDelivery(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	payload := []byte(`{"event":"build.failed","pad":"` + strings.Repeat("x", 990) + `"}`)
+	payload, err := os.ReadFile("../bench/testdata/issue-opened.json")
+	if err != nil {
+		b.Fatal(err)
+	}
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 writers on 2 cores
 	b.ResetTimer()
@@ -30,7 +35,8 @@ func BenchmarkRecordDelivery(b *testing.B) {
 			id := "dlv_" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(i, 36)
 			d := &store.Delivery{ID: id, WebhookUID: "wh_0000000000000000bench1", Label: store.LabelAccepted, Size: int64(len(payload)),
 				Time: time.Now().UTC(), IdentitySource: "x-service-delivery-id", Identity: id, ClientAddr: "127.0.0.1", RunIDs: []string{}}
-			if err := s.RecordDelivery(d, payload, []string{store.IdentityKey("x-service-delivery-id", id)}); err != nil {
+			p := bytes.Replace(payload, []byte("2873450912"), []byte(strconv.FormatInt(i, 10)), 1) // payloads differ, as real ones do
+			if err := s.RecordDelivery(d, p, []string{store.IdentityKey("x-service-delivery-id", id)}); err != nil {
 				b.Fatal(err)
 			}
 		}
