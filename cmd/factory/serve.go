@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -74,6 +75,13 @@ On a new store it creates an admin API key, prints it once and writes it to
 }
 
 func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
+	// The Go heap of a server is small (a few MB: the store's cache and
+	// memtables live outside it), so at the default GOGC of 100 a flood of
+	// deliveries collects garbage 20 times a second. 400 cuts that by four
+	// for some 20 MB of heap. GOGC, when set, still decides.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	var cfg server.FileConfig
 	switch {
 	case o.config != "" && o.source != "":
