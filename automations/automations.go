@@ -71,8 +71,12 @@ type compiledAutomation struct {
 	filters []*filter.Filter
 }
 
-// batchSize bounds the deliveries evaluated in one synced write.
-const batchSize = 256
+// batchSize bounds the deliveries evaluated in one write, and gather is
+// how long the evaluator waits for more after the first.
+const (
+	batchSize = 256
+	gather    = time.Millisecond
+)
 
 func (e *Evaluator) init() {
 	e.once.Do(func() { e.pending = make(chan handoff, 8192) })
@@ -117,6 +121,11 @@ func (e *Evaluator) Run(ctx context.Context) {
 			scan = true
 			continue
 		}
+		// Let a flood gather for a moment: one write then takes many
+		// deliveries off the queue, instead of one write per delivery
+		// competing with ingress for the CPU. A run starts a millisecond
+		// later at most.
+		time.Sleep(gather)
 	more:
 		for len(batch) < batchSize {
 			select {
