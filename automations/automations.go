@@ -47,6 +47,7 @@ type Evaluator struct {
 	Log     *slog.Logger
 	Started func(n int) // called with the runs each batch of deliveries started (metrics)
 
+	buffer   int // hand-overs held in memory; 0: 8,192
 	once     sync.Once
 	pending  chan handoff
 	overflow atomic.Bool
@@ -79,7 +80,12 @@ const (
 )
 
 func (e *Evaluator) init() {
-	e.once.Do(func() { e.pending = make(chan handoff, 8192) })
+	e.once.Do(func() {
+		if e.buffer == 0 {
+			e.buffer = 8192
+		}
+		e.pending = make(chan handoff, e.buffer)
+	})
 }
 
 // Queued tells the evaluator a delivery was accepted and is on disk. It

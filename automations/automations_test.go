@@ -77,3 +77,84 @@ func TestEvaluationIsExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestHandOffAndScans covers the three ways a delivery reaches the
+// evaluator: the stored queue at start, the in-memory hand-off, and a scan
+// after the hand-off overflowed. Each delivery starts its run once.
+func TestHandOffAndScans(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const uid = "wh_0000000000000000ev02"
+	b := s.NewBatch()
+	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac02"})
+	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
+	b.PutAutomation(&store.Automation{Factory: "acme", Key: "a", UID: "au_a0000000000000000000", Spec: schema.Automation{Title: "a", Enabled: true, Prompt: "Go.\n",
+		Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	accept := func(id string) store.QueueItem {
+		d := &store.Delivery{ID: id, WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
+		if err := s.RecordDelivery(d, []byte(`{"n":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		return store.QueueItem{DeliveryID: id, WebhookUID: uid}
+	}
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	// A small hand-off buffer: a burst of hand-overs overflows it while the
+	// evaluator gathers.
+	e := &Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), buffer: 4}
+	evaluated := func(id string) bool {
+		d, err := s.Delivery(uid, id)
+		return err == nil && len(d.RunIDs) == 1
+	}
+	waitFor := func(id, how string) {
+		t.Helper()
+		// Well within the 5 s after which an idle evaluator scans anyway.
+		for deadline := time.Now().Add(3 * time.Second); !evaluated(id); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("delivery %s (%s) was not evaluated", id, how)
+			}
+		}
+	}
+
+	accept("dlv_0001") // accepted before the evaluator runs: found by the start-up scan
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor("dlv_0001", "the start-up scan")
+
+	e.Queued(accept("dlv_0002")) // handed over
+	waitFor("dlv_0002", "the hand-off")
+
+	// Lost from the hand-off: a delivery on disk never handed over, then
+	// more hand-overs than the buffer holds (of a webhook that does not
+	// exist): the overflow makes the evaluator scan the stored queue.
+	accept("dlv_0003")
+	for i := 0; i < 1000; i++ {
+		e.Queued(store.QueueItem{DeliveryID: "dlv_x", WebhookUID: "wh_unknown"})
+	}
+	waitFor("dlv_0003", "the scan after an overflow")
+
+	runs, err := s.RunsInState(runtime.StateQueued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := len(runs)
+	for _, st := range []string{runtime.StateInProgress, runtime.StateSucceeded, runtime.StateFailed, runtime.StateError} {
+		more, _ := s.RunsInState(st)
+		all += len(more)
+	}
+	if all != 3 {
+		t.Fatalf("%d runs for 3 deliveries", all)
+	}
+	if q, _ := s.EvalQueue(10); len(q) != 0 {
+		t.Fatalf("still queued: %v", q)
+	}
+}
