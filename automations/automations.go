@@ -219,8 +219,9 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	}
 	if len(reqs) == 0 {
 		// Nothing fires: taking the deliveries off the queue need not wait
-		// for the disk. Lost in a crash, they are evaluated again, to the
-		// same effect (nothing), so this write rides on the next sync.
+		// for the disk; this write rides on the next sync. Lost in a crash
+		// (within milliseconds of it), they are evaluated again after the
+		// restart, against the automations as they are then.
 		b := e.Store.NewLogBatch()
 		for _, id := range done {
 			b.Dequeue(id)
