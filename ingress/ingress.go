@@ -6,10 +6,7 @@
 package ingress
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base32"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -176,7 +173,7 @@ type request struct {
 
 // reject logs a refused request and returns the error to answer.
 func (q *request) reject(label, reason string, err *problem.Error) error {
-	d := &store.Delivery{ID: newDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
+	d := &store.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
 		return rerr
@@ -302,7 +299,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	for _, m := range h.lock(t.rec.UID, keys) {
 		defer m.Unlock()
 	}
-	d := &store.Delivery{ID: newDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
+	d := &store.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
 		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{}}
 	filter, err := h.filter()
 	if err != nil {
@@ -511,28 +508,4 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-var (
-	idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
-	lastID     atomic.Int64
-)
-
-// newDeliveryID returns "dlv_" + a time-ordered part + 80 random bits, so
-// that IDs sort in the order deliveries arrived (the log lists by ID).
-func newDeliveryID(now time.Time) string {
-	n := now.UnixNano()
-	for {
-		prev := lastID.Load()
-		if n <= prev {
-			n = prev + 1
-		}
-		if lastID.CompareAndSwap(prev, n) {
-			break
-		}
-	}
-	var b [18]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(n))
-	rand.Read(b[8:])
-	return "dlv_" + idEncoding.EncodeToString(b[:])
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -191,45 +192,64 @@ var errStop = errors.New("stop")
 // a record goes only when it is older than maxAge and not among the keep
 // most recent of its webhook. Identity marks older than maxAge go too.
 // It returns how many records it removed.
+//
+// Delivery IDs sort by time, so for each webhook it seeks to the newest
+// record that may go (older than maxAge, and past the keep most recent)
+// and reads only the records from there back: the recent log, however
+// long, is not read, and no record is decoded. (A record whose ID is not
+// NewDeliveryID's is judged by its stored time instead.)
 func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (int, error) {
 	cutoff := now.Add(-maxAge)
-	removed := 0
-	b := s.NewLogBatch()
-	var lastUID string
-	var seen int
-	var keys []string
-	// Collect first: keys of records to drop, newest first per webhook.
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(deliveryPrefix), UpperBound: prefixEnd(deliveryPrefix)})
 	if err != nil {
 		return 0, err
 	}
-	for ok := it.Last(); ok; ok = it.Prev() {
-		key := string(it.Key())
-		rest := key[len(deliveryPrefix):]
-		slash := len(rest) - 1
-		for slash >= 0 && rest[slash] != '/' {
-			slash--
-		}
-		uid := rest[:max(slash, 0)]
-		if uid != lastUID {
-			lastUID, seen = uid, 0
-		}
-		seen++
-		if seen <= keep {
+	defer it.Close()
+	b := s.NewLogBatch()
+	removed := 0
+	for ok := it.First(); ok; {
+		// The webhook of this record, and the bounds of its log.
+		rest := string(it.Key()[len(deliveryPrefix):])
+		slash := strings.IndexByte(rest, '/')
+		if slash < 0 {
+			ok = it.Next()
 			continue
 		}
-		var d Delivery
-		if json.Unmarshal(it.Value(), &d) == nil && d.Time.Before(cutoff) {
-			keys = append(keys, uid+"/"+d.ID, d.ID)
+		prefix := deliveryPrefix + rest[:slash+1]
+		end := prefixEnd(prefix)
+		// Past the keep most recent...
+		bound := append([]byte(nil), end...)
+		ok = it.SeekLT(end)
+		for i := 0; ok && i < keep && strings.HasPrefix(string(it.Key()), prefix); i++ {
+			bound = append(bound[:0], it.Key()...)
+			ok = it.Prev()
 		}
+		// ...and older than the cutoff.
+		if cut := []byte(prefix + deliveryIDAt(cutoff)); bytes.Compare(cut, bound) < 0 {
+			bound = cut
+		}
+		for ok = it.SeekLT(bound); ok && strings.HasPrefix(string(it.Key()), prefix); ok = it.Prev() {
+			key := string(it.Key())
+			id := key[len(prefix):]
+			t, parsed := deliveryIDTime(id)
+			if !parsed {
+				var d Delivery
+				if json.Unmarshal(it.Value(), &d) != nil {
+					continue
+				}
+				t = d.Time
+			}
+			if t.Before(cutoff) {
+				b.delete(key)
+				b.delete(deliveryPayloadPrefix + key[len(deliveryPrefix):])
+				removed++
+			}
+		}
+		ok = it.SeekGE(end) // the next webhook's log
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
+		b.Abort()
 		return 0, err
-	}
-	for i := 0; i+1 < len(keys); i += 2 {
-		b.delete(deliveryPrefix + keys[i])
-		b.delete(deliveryPayloadPrefix + keys[i])
-		removed++
 	}
 	err = s.scan(deliveryIdentityPrefix, func(key string, v []byte) error {
 		if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {

@@ -42,3 +42,36 @@ func BenchmarkRecordDelivery(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSweepDeliveries is one retention pass over a webhook log of 1,000
+// and of 100,000 records from the last day (so none may go): the pass reads
+// only what may go, so the two cost about the same.
+func BenchmarkSweepDeliveries(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			s, err := store.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			start := time.Now().Add(-24 * time.Hour)
+			for i := 0; i < n; {
+				batch := s.NewLogBatch()
+				for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
+					at := start.Add(time.Duration(i) * time.Millisecond)
+					batch.PutDelivery(&store.Delivery{ID: store.NewDeliveryID(at), WebhookUID: "wh_0000000000000000bench1",
+						Label: store.LabelAccepted, Time: at, ClientAddr: "127.0.0.1", RunIDs: []string{}})
+				}
+				if err := batch.CommitNoSync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if n, err := s.SweepDeliveries(time.Now(), 50, 7*24*time.Hour); err != nil || n != 0 {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}

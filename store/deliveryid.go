@@ -1,0 +1,61 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+	lastID     atomic.Int64
+)
+
+// NewDeliveryID returns "dlv_" + the time (Unix nanoseconds, big-endian,
+// made unique in this process) + 80 random bits, in an alphabet that sorts
+// like the bytes: IDs sort in the order deliveries arrived, so a webhook's
+// log lists by ID, and retention finds old records by ID without reading
+// them.
+func NewDeliveryID(now time.Time) string { return newDeliveryID(now, &lastID) }
+
+// newDeliveryID makes an ID greater than the last one made with last.
+func newDeliveryID(now time.Time, last *atomic.Int64) string {
+	n := now.UnixNano()
+	for {
+		prev := last.Load()
+		if n <= prev {
+			n = prev + 1
+		}
+		if last.CompareAndSwap(prev, n) {
+			break
+		}
+	}
+	var b [18]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(n))
+	rand.Read(b[8:])
+	return "dlv_" + idEncoding.EncodeToString(b[:])
+}
+
+// deliveryIDAt is the smallest ID NewDeliveryID can give at t: every
+// delivery that arrived earlier has a smaller ID.
+func deliveryIDAt(t time.Time) string {
+	var b [18]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixNano()))
+	return "dlv_" + idEncoding.EncodeToString(b[:])
+}
+
+// deliveryIDTime reads the time out of an ID made by NewDeliveryID.
+func deliveryIDTime(id string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(id, "dlv_")
+	if !ok || len(rest) != 29 {
+		return time.Time{}, false
+	}
+	b, err := idEncoding.DecodeString(rest)
+	if err != nil || len(b) != 18 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b[:8]))), true
+}
