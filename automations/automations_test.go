@@ -16,30 +16,12 @@ import (
 // started, delivery not yet off the queue. Evaluating it again (as the
 // restarted server does) must start nothing new.
 func TestEvaluationIsExactlyOnce(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	const uid = "wh_0000000000000000ev01"
-	b := s.NewBatch()
-	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac01"})
-	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
-	for _, key := range []string{"one", "two", "off"} {
-		b.PutAutomation(&store.Automation{Factory: "acme", Key: key, UID: "au_" + key + "0000000000000000",
-			Spec: schema.Automation{Title: key, Enabled: key != "off", Prompt: "Go.\n",
-				Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
-	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	s, m := setUp(t, uid, "one", "two", "off")
 	d := &store.Delivery{ID: "dlv_0001", WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
 	if err := s.RecordDelivery(d, []byte(`{"x":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	e := &Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	// The crash: runs started, the delivery still queued.
@@ -82,21 +64,8 @@ func TestEvaluationIsExactlyOnce(t *testing.T) {
 // evaluator: the stored queue at start, the in-memory hand-off, and a scan
 // after the hand-off overflowed. Each delivery starts its run once.
 func TestHandOffAndScans(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	const uid = "wh_0000000000000000ev02"
-	b := s.NewBatch()
-	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac02"})
-	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
-	b.PutAutomation(&store.Automation{Factory: "acme", Key: "a", UID: "au_a0000000000000000000", Spec: schema.Automation{Title: "a", Enabled: true, Prompt: "Go.\n",
-		Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	s, m := setUp(t, uid, "a")
 	accept := func(id string) store.QueueItem {
 		d := &store.Delivery{ID: id, WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
 		if err := s.RecordDelivery(d, []byte(`{"n":1}`), nil); err != nil {
@@ -104,8 +73,6 @@ func TestHandOffAndScans(t *testing.T) {
 		}
 		return store.QueueItem{DeliveryID: id, WebhookUID: uid}
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	// A small hand-off buffer: a burst of hand-overs overflows it while the
 	// evaluator gathers.
 	e := &Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), buffer: 4}
@@ -157,4 +124,31 @@ func TestHandOffAndScans(t *testing.T) {
 	if q, _ := s.EvalQueue(10); len(q) != 0 {
 		t.Fatalf("still queued: %v", q)
 	}
+}
+
+// setUp makes a store with a factory, a webhook, and an automation on it
+// for each key (the one named "off" disabled), and a run manager whose
+// runs run `true`.
+func setUp(t *testing.T, uid string, keys ...string) (*store.Store, *runtime.Manager) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := s.NewBatch()
+	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac01"})
+	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
+	for _, key := range keys {
+		b.PutAutomation(&store.Automation{Factory: "acme", Key: key, UID: "au_" + key + "0000000000000000",
+			Spec: schema.Automation{Title: key, Enabled: key != "off", Prompt: "Go.\n",
+				Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	return s, m
 }
