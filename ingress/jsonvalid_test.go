@@ -21,6 +21,16 @@ func TestValidJSON(t *testing.T) {
 			t.Errorf("validJSON(%q) = %v, encoding/json says %v", c, got, want)
 		}
 	}
+	// Special bytes at every offset of the eight-byte words strings are
+	// scanned in.
+	for off := 0; off < 24; off++ {
+		for _, special := range []string{`"`, `\`, `\n`, `\u00e9`, "\x00", "\x01", "\x1f", " ", "\x7f", "\x80", "\xff", "é"} {
+			b := []byte(`"` + strings.Repeat("a", off) + special + strings.Repeat("b", 9) + `"`)
+			if got, want := validJSON(b), json.Valid(b); got != want {
+				t.Errorf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
+			}
+		}
+	}
 	// Nesting: encoding/json allows 10,000 levels and no more.
 	for _, depth := range []int{9999, 10000, 10001, 200000} {
 		for _, open := range []string{"[", `{"k":`} {
