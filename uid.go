@@ -14,7 +14,10 @@ const (
 	PrefixForeman    = "fm_"
 )
 
-var uidEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+// IDEncoding is lowercase Crockford base32 without padding, for UIDs and
+// other IDs: its alphabet is in byte order, so encodings sort like the
+// bytes they encode.
+var IDEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
 // NewUID returns prefix + 120 random bits in lowercase Crockford base32:
 // URL-safe, unguessable, and easy to read aloud.
@@ -23,7 +26,7 @@ func NewUID(prefix string) string {
 	if _, err := rand.Read(b); err != nil {
 		panic("crypto/rand: " + err.Error()) // never fails on supported platforms
 	}
-	return prefix + uidEncoding.EncodeToString(b)
+	return prefix + IDEncoding.EncodeToString(b)
 }
 
 // ValidUID reports whether s looks like a UID with the prefix.

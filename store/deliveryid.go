@@ -2,17 +2,15 @@ package store
 
 import (
 	"crypto/rand"
-	"encoding/base32"
 	"encoding/binary"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"factory"
 )
 
-var (
-	idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
-	lastID     atomic.Int64
-)
+var lastID atomic.Int64
 
 // NewDeliveryID returns "dlv_" + the time (Unix nanoseconds, big-endian,
 // made unique in this process) + 80 random bits, in an alphabet that sorts
@@ -36,7 +34,7 @@ func newDeliveryID(now time.Time, last *atomic.Int64) string {
 	var b [18]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(n))
 	rand.Read(b[8:])
-	return "dlv_" + idEncoding.EncodeToString(b[:])
+	return "dlv_" + factory.IDEncoding.EncodeToString(b[:])
 }
 
 // deliveryIDAt is the smallest ID NewDeliveryID can give at t: every
@@ -44,7 +42,7 @@ func newDeliveryID(now time.Time, last *atomic.Int64) string {
 func deliveryIDAt(t time.Time) string {
 	var b [18]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixNano()))
-	return "dlv_" + idEncoding.EncodeToString(b[:])
+	return "dlv_" + factory.IDEncoding.EncodeToString(b[:])
 }
 
 // deliveryIDTime reads the time out of an ID made by NewDeliveryID.
@@ -53,7 +51,7 @@ func deliveryIDTime(id string) (time.Time, bool) {
 	if !ok || len(rest) != 29 {
 		return time.Time{}, false
 	}
-	b, err := idEncoding.DecodeString(rest)
+	b, err := factory.IDEncoding.DecodeString(rest)
 	if err != nil || len(b) != 18 {
 		return time.Time{}, false
 	}
