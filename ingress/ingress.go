@@ -296,7 +296,12 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		keys = append(keys, store.IdentityKey(SourceBodyHash, bodyHash(body)))
 		windows = append(windows, bodyWindow)
 	}
-	for _, m := range h.lock(t.rec.UID, keys) {
+	// The identities as the filter and the stripe locks know them.
+	filterKeys := make([]string, len(keys))
+	for i, k := range keys {
+		filterKeys[i] = t.rec.UID + "/" + k
+	}
+	for _, m := range h.lock(filterKeys) {
 		defer m.Unlock()
 	}
 	d := &store.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
@@ -305,9 +310,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	filterKeys := make([]string, len(keys))
 	for i, k := range keys {
-		filterKeys[i] = t.rec.UID + "/" + k
 		if !filter.mayContain(filterKeys[i]) {
 			continue // certainly new: no store lookup
 		}
@@ -412,18 +415,13 @@ func (h *Handler) rebuildFilter(old *seenFilter) {
 	h.seen.Store(f)
 }
 
-func (h *Handler) lock(uid string, keys []string) []*sync.Mutex {
+// lock takes the stripe locks of identities ("<webhook uid>/<key>"),
+// hashed as the identity filter hashes them.
+func (h *Handler) lock(keys []string) []*sync.Mutex {
 	idx := make([]int, 0, len(keys))
 	for _, k := range keys {
-		// FNV-1a of uid + "/" + k, without building the string.
-		f := uint32(2166136261)
-		for _, part := range [...]string{uid, "/", k} {
-			for i := 0; i < len(part); i++ {
-				f ^= uint32(part[i])
-				f *= 16777619
-			}
-		}
-		i := int(f % uint32(len(h.stripes)))
+		a, _ := hashes(k)
+		i := int(a % uint64(len(h.stripes)))
 		dup := false
 		for _, j := range idx {
 			dup = dup || j == i
