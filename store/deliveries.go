@@ -75,14 +75,13 @@ func IdentityKey(source, value string) string {
 // SeenIdentity reports the accepted delivery that carried an identity at or
 // after since.
 func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, bool, error) {
-	v, closer, err := s.db.Get([]byte(deliveryIdentityPrefix + webhookUID + "/" + key))
-	if errors.Is(err, pebble.ErrNotFound) {
+	v, err := s.get(deliveryIdentityPrefix + webhookUID + "/" + key)
+	if errors.Is(err, ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	defer closer.Close()
 	id, t, ok := parseMark(v)
 	if !ok || t.Before(since) {
 		return "", false, nil
@@ -123,15 +122,7 @@ func (s *Store) Delivery(webhookUID, id string) (*Delivery, error) {
 
 // DeliveryPayload reads the stored body of an accepted delivery.
 func (s *Store) DeliveryPayload(webhookUID, id string) ([]byte, error) {
-	b, closer, err := s.db.Get([]byte(deliveryPayloadPrefix + webhookUID + "/" + id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), b...), nil
+	return s.get(deliveryPayloadPrefix + webhookUID + "/" + id)
 }
 
 // Deliveries lists a webhook's log newest first: at most limit records
@@ -306,12 +297,9 @@ func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 
 // IsQueued reports whether a delivery is still in the evaluation queue.
 func (s *Store) IsQueued(deliveryID string) (bool, error) {
-	_, closer, err := s.db.Get([]byte(evalQueuePrefix + deliveryID))
-	if errors.Is(err, pebble.ErrNotFound) {
+	_, err := s.get(evalQueuePrefix + deliveryID)
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return true, closer.Close()
+	return err == nil, err
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/cockroachdb/pebble"
 )
 
 // Key layout of runs.
@@ -211,13 +209,5 @@ func (b *Batch) PutRunAttachment(runID, name string, data []byte) {
 
 // RunAttachment reads an attachment's bytes.
 func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
-	v, closer, err := s.db.Get([]byte(runAttachmentPrefix + runID + "/" + name))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), nil
+	return s.get(runAttachmentPrefix + runID + "/" + name)
 }

@@ -85,15 +85,24 @@ func (s *Store) Dir() string { return s.dir }
 // Close flushes and closes the store.
 func (s *Store) Close() error { return s.db.Close() }
 
-func (s *Store) getJSON(key string, v any) error {
-	b, closer, err := s.db.Get([]byte(key))
+// get reads a value (a copy of it), or ErrNotFound.
+func (s *Store) get(key string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(key))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("read %s: %w", key, err)
+		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+func (s *Store) getJSON(key string, v any) error {
+	b, err := s.get(key)
+	if err != nil {
+		return err
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s: %w", key, err)
 	}
@@ -182,26 +191,18 @@ func (b *Batch) delete(key string) {
 }
 
 // Commit writes the batch and syncs it to disk before returning.
-func (b *Batch) Commit() error {
-	defer b.b.Close()
-	if b.err != nil {
-		return b.err
-	}
-	if err := b.b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	b.counted()
-	return nil
-}
+func (b *Batch) Commit() error { return b.commit(pebble.Sync) }
 
 // CommitNoSync writes the batch without waiting for the disk: for records
 // whose loss in a crash is acceptable (rejected deliveries).
-func (b *Batch) CommitNoSync() error {
+func (b *Batch) CommitNoSync() error { return b.commit(pebble.NoSync) }
+
+func (b *Batch) commit(opts *pebble.WriteOptions) error {
 	defer b.b.Close()
 	if b.err != nil {
 		return b.err
 	}
-	if err := b.b.Commit(pebble.NoSync); err != nil {
+	if err := b.b.Commit(opts); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	b.counted()
