@@ -1,6 +1,6 @@
 package ingress
 
-import "sync"
+import "sync/atomic"
 
 // seenFilter is a Bloom filter of the identity keys in the store. Almost
 // every delivery is new, and "new" is the answer a Bloom filter gives
@@ -9,18 +9,23 @@ import "sync"
 // start and on every acceptance (this process is the store's only writer).
 // Keys that retention removed stay in the filter as harmless "maybe"s; when
 // it is over capacity it is rebuilt, larger, from the store.
+//
+// It takes no lock: bits are set with an atomic OR and read with atomic
+// loads. A key's additions happen before its write's stripe lock is
+// released, so a request holding the same stripe sees all of them; a
+// reader racing an unrelated addition can only see more bits, never fewer
+// of its own key's.
 type seenFilter struct {
-	mu    sync.RWMutex
-	bits  []uint64
+	bits  []atomic.Uint64
 	k     int
-	n     int // keys added
-	limit int // keys before a rebuild keeps the false-positive rate near 1%
+	n     atomic.Int64 // keys added
+	limit int64        // keys before a rebuild keeps the false-positive rate near 1%
 }
 
 func newSeenFilter(capacity int) *seenFilter {
 	capacity = max(capacity, 1<<16)
 	// About 10 bits per key and 7 hashes: ~1% false positives at capacity.
-	return &seenFilter{bits: make([]uint64, capacity*10/64+1), k: 7, limit: capacity}
+	return &seenFilter{bits: make([]atomic.Uint64, capacity*10/64+1), k: 7, limit: int64(capacity)}
 }
 
 // hashes is FNV-1a of the key, and a second hash derived from it.
@@ -33,27 +38,23 @@ func hashes(key string) (uint64, uint64) {
 	return a, a>>33 | a<<31 | 1
 }
 
+// add sets a key's bits and reports whether the filter is over capacity.
 func (f *seenFilter) add(key string) (full bool) {
 	a, b := hashes(key)
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	m := uint64(len(f.bits) * 64)
 	for i := 0; i < f.k; i++ {
 		bit := (a + uint64(i)*b) % m
-		f.bits[bit/64] |= 1 << (bit % 64)
+		f.bits[bit/64].Or(1 << (bit % 64))
 	}
-	f.n++
-	return f.n > f.limit
+	return f.n.Add(1) > f.limit
 }
 
 func (f *seenFilter) mayContain(key string) bool {
 	a, b := hashes(key)
-	f.mu.RLock()
-	defer f.mu.RUnlock()
 	m := uint64(len(f.bits) * 64)
 	for i := 0; i < f.k; i++ {
 		bit := (a + uint64(i)*b) % m
-		if f.bits[bit/64]&(1<<(bit%64)) == 0 {
+		if f.bits[bit/64].Load()&(1<<(bit%64)) == 0 {
 			return false
 		}
 	}
