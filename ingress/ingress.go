@@ -318,7 +318,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		if !filter.mayContain(filterKeys[i]) {
 			continue // certainly new: no store lookup
 		}
-		prev, seen, err := h.cfg.Store.SeenIdentity(t.rec.UID, k, q.now.Add(-windows[i]))
+		prev, seen, err := h.cfg.Store.SeenIdentity(t.rec.UID, k, q.now.Add(-windows[i]), q.now)
 		if err != nil {
 			return err
 		}

@@ -16,16 +16,22 @@ import (
 
 // Delivery log labels, spelled as the seed's section 2.5 spells them.
 const (
-	LabelAccepted          = "Accepted"
-	LabelDuplicate         = "Duplicate"
-	LabelRejectedAuth      = "Rejected (auth)"
-	LabelRejectedJSON      = "Rejected (invalid JSON)"
-	LabelRejectedTooLarge  = "Rejected (too large)"
-	deliveryPrefix         = "dlv/"    // dlv/<webhook uid>/<delivery id> → Delivery
-	deliveryPayloadPrefix  = "dlvp/"   // dlvp/<webhook uid>/<delivery id> → the body, byte for byte
-	deliveryIDPrefix       = "dlvid/"  // dlvid/<delivery id> → webhook uid
-	deliveryIdentityPrefix = "dlvkey/" // dlvkey/<webhook uid>/<source>:<sha256> → identityMark
-	evalQueuePrefix        = "evalq/"  // evalq/<delivery id> → QueueItem
+	LabelAccepted         = "Accepted"
+	LabelDuplicate        = "Duplicate"
+	LabelRejectedAuth     = "Rejected (auth)"
+	LabelRejectedJSON     = "Rejected (invalid JSON)"
+	LabelRejectedTooLarge = "Rejected (too large)"
+	deliveryPrefix        = "dlv/"  // dlv/<webhook uid>/<delivery id> → Delivery
+	deliveryPayloadPrefix = "dlvp/" // dlvp/<webhook uid>/<delivery id> → the body, byte for byte
+	// dlvmark/<day>/<webhook uid>/<source>:<sha256> → identityMark, where
+	// day is the mark's UTC day since 1970 (six digits): marks are found
+	// by identity, and removed a whole day at a time.
+	markPrefix = "dlvmark/"
+	// dlvkey/<webhook uid>/<source>:<sha256> → identityMark: marks as
+	// stores made before day buckets hold them. They are still honoured,
+	// and removed by the sweep once older than the window.
+	legacyMarkPrefix = "dlvkey/"
+	evalQueuePrefix  = "evalq/" // evalq/<delivery id> → QueueItem
 )
 
 // Delivery is one request to a webhook's ingress URL, as its log shows it.
@@ -72,21 +78,47 @@ func IdentityKey(source, value string) string {
 	return source + ":" + hex.EncodeToString(h[:16])
 }
 
-// SeenIdentity reports the accepted delivery that carried an identity at or
-// after since.
-func (s *Store) SeenIdentity(webhookUID, key string, since time.Time) (string, bool, error) {
-	v, err := s.get(deliveryIdentityPrefix + webhookUID + "/" + key)
-	if errors.Is(err, ErrNotFound) {
-		return "", false, nil
+// markDay is the bucket of a mark made at t.
+func markDay(t time.Time) string { return dayName(t.Unix() / 86400) }
+
+// dayName is a day since 1970 in six digits, so that days sort by name.
+func dayName(day int64) string {
+	d := strconv.FormatInt(day, 10)
+	if len(d) < 6 {
+		d = "000000"[len(d):] + d
 	}
-	if err != nil {
-		return "", false, err
+	return d
+}
+
+func markKey(day, webhookUID, key string) string {
+	return markPrefix + day + "/" + webhookUID + "/" + key
+}
+
+// SeenIdentity reports the accepted delivery that carried an identity
+// between since and until. It reads the identity's key in each day from
+// since's to the day after until's: a mark made by a request that started
+// a little after until may be in the next day.
+func (s *Store) SeenIdentity(webhookUID, key string, since, until time.Time) (string, bool, error) {
+	keys := []string{}
+	for day := since.Unix() / 86400; day <= until.Unix()/86400+1; day++ {
+		keys = append(keys, markKey(dayName(day), webhookUID, key))
 	}
-	id, t, ok := parseMark(v)
-	if !ok || t.Before(since) {
-		return "", false, nil
+	if s.legacyMarks.Load() {
+		keys = append(keys, legacyMarkPrefix+webhookUID+"/"+key)
 	}
-	return id, true, nil
+	for _, k := range keys {
+		v, err := s.get(k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if id, t, ok := parseMark(v); ok && !t.Before(since) {
+			return id, true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // RecordDelivery writes a delivery to its webhook's log. An accepted one
@@ -101,8 +133,9 @@ func (s *Store) RecordDelivery(d *Delivery, payload []byte, identityKeys []strin
 		return b.CommitNoSync()
 	}
 	b.putRaw(deliveryPayloadPrefix+d.WebhookUID+"/"+d.ID, payload)
+	day := markDay(d.Time)
 	for _, k := range identityKeys {
-		b.putRaw(deliveryIdentityPrefix+d.WebhookUID+"/"+k, identityMark(d.ID, d.Time))
+		b.putRaw(markKey(day, d.WebhookUID, k), identityMark(d.ID, d.Time))
 	}
 	b.putRaw(evalQueuePrefix+d.ID, []byte(d.WebhookUID))
 	return b.Commit()
@@ -177,6 +210,7 @@ func (b *Batch) PutDelivery(d *Delivery) {
 	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(nil, d))
 }
 
+// errStop ends a scan early.
 var errStop = errors.New("stop")
 
 // SweepDeliveries applies the retention of the delivery log (ingress.md):
@@ -242,15 +276,30 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 		b.Abort()
 		return 0, err
 	}
-	err = s.scan(deliveryIdentityPrefix, func(key string, v []byte) error {
-		if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
-			b.delete(key)
-		}
-		return nil
-	})
-	if err != nil {
+	// Identity marks: every day before the cutoff's goes whole (marks of the
+	// cutoff's own day that are older than the cutoff stay until the next
+	// day; lookups ignore them).
+	if err := s.sweepMarkDays(b, cutoff); err != nil {
 		b.Abort()
 		return 0, err
+	}
+	if s.legacyMarks.Load() {
+		left := 0
+		err = s.scan(legacyMarkPrefix, func(key string, v []byte) error {
+			if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
+				b.delete(key)
+			} else {
+				left++
+			}
+			return nil
+		})
+		if err != nil {
+			b.Abort()
+			return 0, err
+		}
+		if left == 0 {
+			s.legacyMarks.Store(false)
+		}
 	}
 	if b.Empty() {
 		b.Abort()
@@ -259,11 +308,38 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 	return removed, b.CommitNoSync()
 }
 
+// sweepMarkDays deletes, as one range, the days of marks before the
+// cutoff's day, if there are any.
+func (s *Store) sweepMarkDays(b *Batch, cutoff time.Time) error {
+	end := []byte(markPrefix + markDay(cutoff))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(markPrefix), UpperBound: end})
+	if err != nil {
+		return err
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if found && b.err == nil {
+		b.err = b.b.DeleteRange([]byte(markPrefix), end, nil)
+	}
+	return nil
+}
+
 // IdentityKeys calls fn with every identity mark in the store, as
-// "<webhook uid>/<key>".
+// "<webhook uid>/<key>" (a key may come twice, from two days).
 func (s *Store) IdentityKeys(fn func(string)) error {
-	return s.scan(deliveryIdentityPrefix, func(key string, _ []byte) error {
-		fn(key[len(deliveryIdentityPrefix):])
+	err := s.scan(markPrefix, func(key string, _ []byte) error {
+		if _, rest, ok := strings.Cut(key[len(markPrefix):], "/"); ok {
+			fn(rest)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.scan(legacyMarkPrefix, func(key string, _ []byte) error {
+		fn(key[len(legacyMarkPrefix):])
 		return nil
 	})
 }

@@ -32,6 +32,9 @@ type Store struct {
 	dir         string
 	writes      atomic.Uint64
 	stateWrites atomic.Uint64
+	// legacyMarks says identity marks in the layout before day buckets
+	// may remain (set at Open, cleared by the sweep when none is left).
+	legacyMarks atomic.Bool
 }
 
 // Open opens (creating if needed) the store in dir/db. Files are created
@@ -76,7 +79,14 @@ func Open(dir string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	return &Store{db: db, dir: dir}, nil
+	s := &Store{db: db, dir: dir}
+	legacy := false
+	if err := s.scan(legacyMarkPrefix, func(string, []byte) error { legacy = true; return errStop }); err != nil && err != errStop {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	s.legacyMarks.Store(legacy)
+	return s, nil
 }
 
 // Dir is the data directory the store lives in.
