@@ -210,6 +210,9 @@ func (b *Batch) PutDelivery(d *Delivery) {
 	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(nil, d))
 }
 
+// sweepBatchOps is how many deletions the sweep gathers before it commits.
+var sweepBatchOps uint32 = 20_000
+
 // errStop ends a scan early.
 var errStop = errors.New("stop")
 
@@ -268,6 +271,14 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 				b.delete(key)
 				b.delete(deliveryPayloadPrefix + key[len(deliveryPrefix):])
 				removed++
+				if b.b.Count() >= sweepBatchOps {
+					// After a long downtime much may have expired at once:
+					// commit as it goes rather than build one huge batch.
+					if err := b.CommitNoSync(); err != nil {
+						return 0, err
+					}
+					b = s.NewLogBatch()
+				}
 			}
 		}
 		ok = it.SeekGE(end) // the next webhook's log

@@ -29,8 +29,11 @@ func TestDeliveryIDs(t *testing.T) {
 
 // TestSweepDeliveries: a record goes when it is older than the window and
 // not among the most recent of its webhook; its payload goes with it, and
-// identity marks older than the window go too.
+// identity marks older than the window go too. The sweep commits every two
+// records here, as it does every 10,000 in a server.
 func TestSweepDeliveries(t *testing.T) {
+	defer func(n uint32) { sweepBatchOps = n }(sweepBatchOps)
+	sweepBatchOps = 4
 	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
