@@ -78,8 +78,11 @@ func IdentityKey(source, value string) string {
 	return source + ":" + hex.EncodeToString(h[:16])
 }
 
+// unixDay is the UTC day of t, counted from 1970.
+func unixDay(t time.Time) int64 { return t.Unix() / 86400 }
+
 // markDay is the bucket of a mark made at t.
-func markDay(t time.Time) string { return dayName(t.Unix() / 86400) }
+func markDay(t time.Time) string { return dayName(unixDay(t)) }
 
 // dayName is a day since 1970 in six digits, so that days sort by name.
 func dayName(day int64) string {
@@ -99,26 +102,31 @@ func markKey(day, webhookUID, key string) string {
 // since's to the day after until's: a mark made by a request that started
 // a little after until may be in the next day.
 func (s *Store) SeenIdentity(webhookUID, key string, since, until time.Time) (string, bool, error) {
-	keys := []string{}
-	for day := since.Unix() / 86400; day <= until.Unix()/86400+1; day++ {
-		keys = append(keys, markKey(dayName(day), webhookUID, key))
+	for day := unixDay(since); day <= unixDay(until)+1; day++ {
+		if id, ok, err := s.markSince(markKey(dayName(day), webhookUID, key), since); ok || err != nil {
+			return id, ok, err
+		}
 	}
 	if s.legacyMarks.Load() {
-		keys = append(keys, legacyMarkPrefix+webhookUID+"/"+key)
-	}
-	for _, k := range keys {
-		v, err := s.get(k)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return "", false, err
-		}
-		if id, t, ok := parseMark(v); ok && !t.Before(since) {
-			return id, true, nil
-		}
+		return s.markSince(legacyMarkPrefix+webhookUID+"/"+key, since)
 	}
 	return "", false, nil
+}
+
+// markSince reads the mark at a key, if it was made at or after since.
+func (s *Store) markSince(k string, since time.Time) (string, bool, error) {
+	v, err := s.get(k)
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	id, t, ok := parseMark(v)
+	if !ok || t.Before(since) {
+		return "", false, nil
+	}
+	return id, true, nil
 }
 
 // RecordDelivery writes a delivery to its webhook's log. An accepted one
@@ -323,12 +331,8 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 // cutoff's day, if there are any.
 func (s *Store) sweepMarkDays(b *Batch, cutoff time.Time) error {
 	end := []byte(markPrefix + markDay(cutoff))
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(markPrefix), UpperBound: end})
+	found, err := s.hasKeyIn([]byte(markPrefix), end)
 	if err != nil {
-		return err
-	}
-	found := it.First()
-	if err := it.Close(); err != nil {
 		return err
 	}
 	if found && b.err == nil {

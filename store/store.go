@@ -80,8 +80,8 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	s := &Store{db: db, dir: dir}
-	legacy := false
-	if err := s.scan(legacyMarkPrefix, func(string, []byte) error { legacy = true; return errStop }); err != nil && err != errStop {
+	legacy, err := s.hasKeyIn([]byte(legacyMarkPrefix), prefixEnd(legacyMarkPrefix))
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
@@ -117,6 +117,16 @@ func (s *Store) getJSON(key string, v any) error {
 		return fmt.Errorf("decode %s: %w", key, err)
 	}
 	return nil
+}
+
+// hasKeyIn reports whether a key lies in [lower, upper).
+func (s *Store) hasKeyIn(lower, upper []byte) (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, it.Close()
 }
 
 // scan calls fn with every value whose key starts with prefix, in key order.
