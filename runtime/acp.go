@@ -63,10 +63,15 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	go func() { exited <- cmd.Wait() }()
 
 	cl := &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}
-	conn := acp.NewClientSideConnection(cl, toAgent, fromAgent)
 	// The connection's own diagnostics (a closed pipe at every turn's end)
 	// are not the server's news: what matters reaches the run's result.
+	// The library reads its logger from its receive goroutine, which starts
+	// with the connection: the gate holds that goroutine's first read until
+	// the logger is set, so that the two do not race.
+	gate := &gatedReader{r: fromAgent, open: make(chan struct{})}
+	conn := acp.NewClientSideConnection(cl, toAgent, gate)
 	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	close(gate.open)
 	result := func(state, msg string) Result {
 		cl.flush()
 		return Result{State: state, Message: msg, Stderr: stderr.String()}
@@ -338,4 +343,15 @@ func (c *acpClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (
 }
 func (c *acpClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
 	return acp.WaitForTerminalExitResponse{}, errNoTerminals
+}
+
+// gatedReader blocks reads until open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }
