@@ -1,10 +1,15 @@
-// Package factory holds what every part of the service shares: the limits
-// the specification sets, each with the section it comes from.
+// Package factory is the domain: the records users see (factories,
+// webhooks, automations, runs and their states, deliveries and their
+// labels, API keys and scopes, the status of a factory), the limits the
+// specification sets, IDs, and the errors every layer speaks. It depends on
+// the standard library only, so that every other package, the Go client
+// included, can use it without linking the store, git or the agent
+// protocol (TestDependencies keeps it so).
 //
-// The packages beside it are one concern each: schema (definition files and
+// The packages below it are one concern each: schema (definition files and
 // their validation), reconciler (sources → load → plan → apply), store (the
-// pebble state store), secrets (encryption of managed secrets), server (the
-// HTTP listener) and cmd/factory (the command line).
+// pebble state store, which persists these records), runtime (runs),
+// ingress, server (the HTTP listener) and cmd/factory (the command line).
 package factory
 
 import "time"

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"factory"
+
 	"factory/filter"
 	"factory/reconciler"
 	"factory/runtime"
@@ -55,7 +57,7 @@ type Evaluator struct {
 
 	mu       sync.Mutex
 	gen      uint64
-	hooks    map[string]*store.Webhook        // live webhooks by UID
+	hooks    map[string]*factory.Webhook      // live webhooks by UID
 	compiled map[string][]*compiledAutomation // factory → its automations, filters compiled
 }
 
@@ -68,7 +70,7 @@ type handoff struct {
 }
 
 type compiledAutomation struct {
-	rec     *store.Automation
+	rec     *factory.Automation
 	filters []*filter.Filter
 }
 
@@ -194,7 +196,7 @@ func RunID(deliveryID, automationUID string) string {
 // deliveries are tried one by one, so that the error names the delivery.
 func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	var reqs []runtime.CreateRequest
-	var fired []*store.Delivery
+	var fired []*factory.Delivery
 	var done []string
 	for _, it := range items {
 		d, rs, err := e.matches(it)
@@ -259,7 +261,7 @@ func (e *Evaluator) oneByOne(items []store.QueueItem) error {
 
 // fire starts the runs of a delivery on its own (tests use it to stand for
 // a crash between starting runs and leaving the queue).
-func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, error) {
+func (e *Evaluator) fire(hook *factory.Webhook, d *factory.Delivery) ([]string, error) {
 	_, autos, err := e.automations(hook.UID)
 	if err != nil {
 		return nil, err
@@ -283,7 +285,7 @@ func (e *Evaluator) fire(hook *store.Webhook, d *store.Delivery) ([]string, erro
 // enabled automation whose triggers select the webhook and whose filter
 // matches. Disabled, suspended and deleted webhooks do not fire (seed 6.3);
 // a delivery no automation selects is not read at all.
-func (e *Evaluator) matches(it store.QueueItem) (*store.Delivery, []runtime.CreateRequest, error) {
+func (e *Evaluator) matches(it store.QueueItem) (*factory.Delivery, []runtime.CreateRequest, error) {
 	hook, autos, err := e.automations(it.WebhookUID)
 	if err != nil || hook == nil || !selects(autos, hook.UID) {
 		return nil, nil, err
@@ -319,7 +321,7 @@ func (a *compiledAutomation) selects(webhookUID string) bool {
 }
 
 // requests builds the runs a delivery starts.
-func (e *Evaluator) requests(hook *store.Webhook, autos []*compiledAutomation, d *store.Delivery) ([]runtime.CreateRequest, error) {
+func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation, d *factory.Delivery) ([]runtime.CreateRequest, error) {
 	body, err := e.Store.DeliveryPayload(hook.UID, d.ID)
 	if err != nil {
 		return nil, err
@@ -362,7 +364,7 @@ func (e *Evaluator) requests(hook *store.Webhook, autos []*compiledAutomation, d
 // disabled or suspended) and its factory's automations with their filters
 // compiled, read once per change of state (an applied revision, a
 // suspension), not per delivery.
-func (e *Evaluator) automations(webhookUID string) (*store.Webhook, []*compiledAutomation, error) {
+func (e *Evaluator) automations(webhookUID string) (*factory.Webhook, []*compiledAutomation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if gen := e.Store.StateWrites(); gen != e.gen || e.hooks == nil {
@@ -370,7 +372,7 @@ func (e *Evaluator) automations(webhookUID string) (*store.Webhook, []*compiledA
 		if err != nil {
 			return nil, nil, err
 		}
-		e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*store.Webhook{}
+		e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
 		for _, h := range hooks {
 			if h.Active() {
 				e.hooks[h.UID] = h

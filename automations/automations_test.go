@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/runtime"
-	"factory/schema"
 	"factory/store"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestEvaluationIsExactlyOnce(t *testing.T) {
 	const uid = "wh_0000000000000000ev01"
 	s, m := setUp(t, uid, "one", "two", "off")
-	d := &store.Delivery{ID: "dlv_0001", WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
+	d := &factory.Delivery{ID: "dlv_0001", WebhookUID: uid, Label: factory.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
 	if err := s.RecordDelivery(d, []byte(`{"x":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestEvaluationIsExactlyOnce(t *testing.T) {
 	if err := e.Drain(); err != nil {
 		t.Fatal(err)
 	}
-	runs, _ := s.RunsInState(runtime.StateQueued)
+	runs, _ := s.RunsInState(factory.StateQueued)
 	if len(runs) != 2 {
 		t.Fatalf("%d runs after re-evaluation, want 2", len(runs))
 	}
@@ -50,7 +51,7 @@ func TestEvaluationIsExactlyOnce(t *testing.T) {
 	defer func() { cancel(); m.Wait() }()
 	m.Start(ctx)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		done, _ := s.RunsInState(runtime.StateSucceeded)
+		done, _ := s.RunsInState(factory.StateSucceeded)
 		if len(done) == 2 {
 			break
 		}
@@ -67,7 +68,7 @@ func TestHandOffAndScans(t *testing.T) {
 	const uid = "wh_0000000000000000ev02"
 	s, m := setUp(t, uid, "a")
 	accept := func(id string) store.QueueItem {
-		d := &store.Delivery{ID: id, WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
+		d := &factory.Delivery{ID: id, WebhookUID: uid, Label: factory.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
 		if err := s.RecordDelivery(d, []byte(`{"n":1}`), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -109,12 +110,12 @@ func TestHandOffAndScans(t *testing.T) {
 	}
 	waitFor("dlv_0003", "the scan after an overflow")
 
-	runs, err := s.RunsInState(runtime.StateQueued)
+	runs, err := s.RunsInState(factory.StateQueued)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := len(runs)
-	for _, st := range []string{runtime.StateInProgress, runtime.StateSucceeded, runtime.StateFailed, runtime.StateError} {
+	for _, st := range []factory.RunState{factory.StateInProgress, factory.StateSucceeded, factory.StateFailed, factory.StateError} {
 		more, _ := s.RunsInState(st)
 		all += len(more)
 	}
@@ -138,12 +139,12 @@ func setUp(t *testing.T, uid string, keys ...string) (*store.Store, *runtime.Man
 	}
 	t.Cleanup(func() { s.Close() })
 	b := s.NewBatch()
-	b.PutFactory(&store.Factory{Name: "acme", UID: "fc_0000000000000000ac01"})
-	b.PutWebhook(&store.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: schema.Webhook{Name: "w", AuthMode: "token", Enabled: true}})
+	b.PutFactory(&factory.Factory{Name: "acme", UID: "fc_0000000000000000ac01"})
+	b.PutWebhook(&factory.Webhook{Factory: "acme", Key: "w", UID: uid, Spec: factory.WebhookSpec{Name: "w", AuthMode: "token", Enabled: true}})
 	for _, key := range keys {
-		b.PutAutomation(&store.Automation{Factory: "acme", Key: key, UID: "au_" + key + "0000000000000000",
-			Spec: schema.Automation{Title: key, Enabled: key != "off", Prompt: "Go.\n",
-				Triggers: []schema.Trigger{{Provider: "webhook", Event: "received", Filter: schema.TriggerFilter{WebhookIDs: []string{uid}}}}}})
+		b.PutAutomation(&factory.Automation{Factory: "acme", Key: key, UID: "au_" + key + "0000000000000000",
+			Spec: factory.AutomationSpec{Title: key, Enabled: key != "off", Prompt: "Go.\n",
+				Triggers: []factory.Trigger{{Provider: "webhook", Event: "received", Filter: factory.TriggerFilter{WebhookIDs: []string{uid}}}}}})
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"factory/reconciler"
-	"factory/store"
+	"factory"
 )
 
 // Client calls one server. The zero values of its knobs are the defaults.
@@ -273,29 +272,29 @@ func (c *Client) attempt(ctx context.Context, hc *http.Client, method, path stri
 }
 
 // Factories lists the server's factories.
-func (c *Client) Factories(ctx context.Context) ([]reconciler.FactorySummary, error) {
+func (c *Client) Factories(ctx context.Context) ([]factory.FactorySummary, error) {
 	var out struct {
-		Factories []reconciler.FactorySummary `json:"factories"`
+		Factories []factory.FactorySummary `json:"factories"`
 	}
 	return out.Factories, c.Do(ctx, http.MethodGet, "/v1/factories", nil, &out)
 }
 
 // Factory reads one factory's status, with its webhooks and automations.
-func (c *Client) Factory(ctx context.Context, uid string) (*reconciler.FactoryStatus, error) {
-	out := &reconciler.FactoryStatus{}
+func (c *Client) Factory(ctx context.Context, uid string) (*factory.FactoryStatus, error) {
+	out := &factory.FactoryStatus{}
 	return out, c.Do(ctx, http.MethodGet, "/v1/factories/"+url.PathEscape(uid), nil, out)
 }
 
 // SyncFactory asks the server to sync a factory now and answers its status.
-func (c *Client) SyncFactory(ctx context.Context, uid string) (*reconciler.FactoryStatus, error) {
-	out := &reconciler.FactoryStatus{}
+func (c *Client) SyncFactory(ctx context.Context, uid string) (*factory.FactoryStatus, error) {
+	out := &factory.FactoryStatus{}
 	return out, c.Do(ctx, http.MethodPost, "/v1/factories/"+url.PathEscape(uid)+"/sync", nil, out)
 }
 
 // FactoryState reads the state a plan compares with (admin scope), so that
 // a dry-run against a server checks everything a local one would.
-func (c *Client) FactoryState(name string) (*store.State, error) {
-	out := &store.State{}
+func (c *Client) FactoryState(name string) (*factory.State, error) {
+	out := &factory.State{}
 	return out, c.Do(context.Background(), http.MethodGet, "/v1/admin/factories/"+url.PathEscape(name)+"/state", nil, out)
 }
 
@@ -309,7 +308,7 @@ func (c *Client) RevealSecret(ctx context.Context, uid string) (string, error) {
 }
 
 // Secret is a managed secret's metadata, as the admin API lists it.
-type Secret = store.Secret
+type Secret = factory.Secret
 
 // Secrets lists the managed secrets: names, versions and dates, never values.
 func (c *Client) Secrets(ctx context.Context) ([]*Secret, error) {
@@ -357,7 +356,7 @@ func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 // Delivery is one record of a webhook's delivery log; Payload is set when
 // one delivery of the Accepted label is read.
 type Delivery struct {
-	store.Delivery
+	factory.Delivery
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
@@ -391,12 +390,12 @@ func (c *Client) Delivery(ctx context.Context, uid, id string) (*Delivery, error
 }
 
 // SetSuspended suspends or resumes a webhook and answers it.
-func (c *Client) SetSuspended(ctx context.Context, uid string, suspended bool) (*reconciler.WebhookStatus, error) {
+func (c *Client) SetSuspended(ctx context.Context, uid string, suspended bool) (*factory.WebhookStatus, error) {
 	verb := "resume"
 	if suspended {
 		verb = "suspend"
 	}
-	out := &reconciler.WebhookStatus{}
+	out := &factory.WebhookStatus{}
 	return out, c.Do(ctx, http.MethodPost, "/v1/webhooks/"+url.PathEscape(uid)+"/"+verb, nil, out)
 }
 
@@ -423,7 +422,7 @@ func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 			return nil, err
 		}
 		for _, d := range list {
-			if d.Label != store.LabelAccepted || len(out) == n {
+			if d.Label != factory.LabelAccepted || len(out) == n {
 				continue
 			}
 			full, err := c.Delivery(ctx, webhookUID, d.ID)

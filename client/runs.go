@@ -11,12 +11,11 @@ import (
 	"net/url"
 	"strconv"
 
-	"factory/runtime"
-	"factory/store"
+	"factory"
 )
 
 // Run is a run as the Agents API shows it (RunItem).
-type Run = runtime.RunItem
+type Run = factory.RunItem
 
 // RunRequest is RunAgentRequest.
 type RunRequest struct {
@@ -113,7 +112,7 @@ func (c *Client) CancelRun(ctx context.Context, id string, opts ...Option) (stri
 }
 
 // RunEvent is one entry of a run's timeline.
-type RunEvent = store.RunEvent
+type RunEvent = factory.RunEvent
 
 // Timeline reads a run's timeline, oldest first.
 func (c *Client) Timeline(ctx context.Context, id string, opts ...Option) ([]RunEvent, error) {

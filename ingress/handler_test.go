@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"factory/schema"
+	"factory"
+
 	"factory/secrets"
 	"factory/store"
 )
@@ -70,8 +71,8 @@ func tokenHandler(t testing.TB) (*Handler, *store.Store) {
 		t.Fatal(err)
 	}
 	b := s.NewBatch()
-	b.PutWebhook(&store.Webhook{Factory: "f", Key: "w", UID: "wh_0000000000000000fz01", SecretName: "tok", SecretVersion: 1,
-		Spec: schema.Webhook{Name: "w", AuthMode: schema.AuthToken, Enabled: true}})
+	b.PutWebhook(&factory.Webhook{Factory: "f", Key: "w", UID: "wh_0000000000000000fz01", SecretName: "tok", SecretVersion: 1,
+		Spec: factory.WebhookSpec{Name: "w", AuthMode: factory.AuthToken, Enabled: true}})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func FuzzBodyPath(f *testing.F) {
 			}
 			json.Unmarshal(rec.Body.Bytes(), &out)
 			d, err := s.Delivery("wh_0000000000000000fz01", out.ID)
-			if err != nil || d.Label != store.LabelAccepted {
+			if err != nil || d.Label != factory.LabelAccepted {
 				t.Fatalf("log: %v %+v", err, d)
 			}
 			p, err := s.DeliveryPayload("wh_0000000000000000fz01", out.ID)

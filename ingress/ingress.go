@@ -23,7 +23,6 @@ import (
 
 	"factory"
 	"factory/problem"
-	"factory/schema"
 	"factory/secrets"
 	"factory/store"
 )
@@ -115,7 +114,7 @@ func (h *Handler) Collectors() []prometheus.Collector {
 // target is a webhook as ingress needs it: its record, its secret and
 // scheme, resolved once per change of state.
 type target struct {
-	rec    *store.Webhook
+	rec    *factory.Webhook
 	secret []byte
 	scheme Scheme
 }
@@ -177,7 +176,7 @@ type request struct {
 
 // reject logs a refused request and returns the error to answer.
 func (q *request) reject(label, reason string, err *problem.Error) error {
-	d := &store.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
+	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
 		return rerr
@@ -194,7 +193,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if t == nil || token != "" && t.rec.Spec.AuthMode != schema.AuthURLToken {
+	if t == nil || token != "" && t.rec.Spec.AuthMode != factory.AuthURLToken {
 		return problem.Errorf(problem.NotFound, "no such webhook")
 	}
 	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
@@ -207,14 +206,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	authFailed := func(reason string) error {
 		h.failed.add(failKey, now)
-		return q.reject(store.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
+		return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
 	}
 	tooLarge := func(err error) error {
 		if !errors.Is(err, errTooLarge) {
 			// The sender went away or sent a broken stream: nothing to log.
 			return problem.Errorf(problem.InvalidRequest, "the body could not be read")
 		}
-		return q.reject(store.LabelRejectedTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody),
+		return q.reject(factory.LabelRejectedTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody),
 			problem.Errorf(problem.TooLarge, fmt.Sprintf("the body is over the %d-byte limit", h.cfg.MaxBody)))
 	}
 
@@ -249,7 +248,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	// 6. JSON: an object, array or scalar; Content-Type is not enforced.
 	if !validJSON(body) {
 		release()
-		return q.reject(store.LabelRejectedJSON, "the body is not valid JSON", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON"))
+		return q.reject(factory.LabelRejectedJSON, "the body is not valid JSON", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON"))
 	}
 
 	// 7 and 8. Duplicate or accepted.
@@ -262,14 +261,14 @@ func (h *Handler) authenticate(t *target, r *http.Request, token string, now tim
 		return "the webhook's secret is unavailable"
 	}
 	switch t.rec.Spec.AuthMode {
-	case schema.AuthURLToken:
+	case factory.AuthURLToken:
 		if token == "" {
 			return "the URL has no token segment"
 		}
 		if !sameSecret([]byte(token), t.secret) {
 			return "the URL token does not match"
 		}
-	case schema.AuthSignature:
+	case factory.AuthSignature:
 		if t.scheme == nil {
 			return "unknown signature scheme"
 		}
@@ -308,7 +307,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	for _, m := range h.lock(filterKeys) {
 		defer m.Unlock()
 	}
-	d := &store.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
+	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
 		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{}}
 	filter, err := h.filter()
 	if err != nil {
@@ -323,7 +322,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 			return err
 		}
 		if seen {
-			d.Label, d.DuplicateOf = store.LabelDuplicate, prev
+			d.Label, d.DuplicateOf = factory.LabelDuplicate, prev
 			if err := h.cfg.Store.RecordDelivery(d, nil, nil); err != nil {
 				return err
 			}
@@ -332,7 +331,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 			return nil
 		}
 	}
-	d.Label = store.LabelAccepted
+	d.Label = factory.LabelAccepted
 	if err := h.cfg.Store.RecordDelivery(d, body, keys); err != nil {
 		return err
 	}

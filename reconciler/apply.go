@@ -36,7 +36,7 @@ func (a *Applier) now() time.Time {
 // after a crash the store holds the whole revision or none of it. UIDs are
 // assigned here, on first apply, and secrets are generated for webhooks
 // that name none. cur must be the state the plan was made from.
-func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) error {
+func (a *Applier) Apply(p *Plan, d *Desired, cur *factory.State, source string) error {
 	if !p.Valid() {
 		return errors.New("refusing to apply an invalid plan")
 	}
@@ -79,14 +79,12 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) er
 			if !pinned {
 				uid = factory.NewUID(factory.PrefixWebhook)
 			}
-			rec = &store.Webhook{Factory: p.Factory, Key: w.Key, UID: uid, CreatedAt: now}
+			rec = &factory.Webhook{Factory: p.Factory, Key: w.Key, UID: uid, CreatedAt: now}
 		} else {
 			cp := *rec
 			rec = &cp
 		}
-		spec := *w
-		spec.Doc = nil
-		rec.Spec, rec.UpdatedAt = spec, now
+		rec.Spec, rec.UpdatedAt = w.WebhookSpec, now
 		sec, err := a.webhookSecret(b, cur, p.Factory, rec, now)
 		if err != nil {
 			return err
@@ -113,14 +111,12 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) er
 		}
 		rec := cur.Automations[au.Key]
 		if rec == nil {
-			rec = &store.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: now}
+			rec = &factory.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: now}
 		} else {
 			cp := *rec
 			rec = &cp
 		}
-		spec := *au
-		spec.Doc = nil
-		rec.Spec, rec.UpdatedAt = spec, now
+		rec.Spec, rec.UpdatedAt = au.AutomationSpec, now
 		b.PutAutomation(rec)
 	}
 	for _, c := range p.Changes {
@@ -139,7 +135,7 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *store.State, source string) er
 // regenerating, when the auth mode needs another format) the secret of a
 // webhook that names none, and dropping a generated secret that a newly
 // set secretName replaces.
-func (a *Applier) webhookSecret(b *store.Batch, cur *store.State, factoryName string, w *store.Webhook, now time.Time) (*store.Secret, error) {
+func (a *Applier) webhookSecret(b *store.Batch, cur *factory.State, factoryName string, w *factory.Webhook, now time.Time) (*factory.Secret, error) {
 	genName := GeneratedSecretName(factoryName, w.Key)
 	gen := cur.Secrets[genName]
 	if !w.Spec.GeneratesSecret() {
@@ -157,10 +153,10 @@ func (a *Applier) webhookSecret(b *store.Batch, cur *store.State, factoryName st
 		return gen, nil
 	}
 	value := secrets.NewToken()
-	if format == schema.SchemeStandardWebhooks {
+	if format == factory.SchemeStandardWebhooks {
 		value = secrets.NewStandardWebhooksSecret()
 	}
-	sec := &store.Secret{Name: genName, Version: 1, Generated: true, Format: format,
+	sec := &factory.Secret{Name: genName, Version: 1, Generated: true, Format: format,
 		URLSafe: secrets.URLSafe(value), CreatedAt: now, RotatedAt: now}
 	if gen != nil {
 		sec.Version = gen.Version + 1
@@ -174,15 +170,15 @@ func (a *Applier) webhookSecret(b *store.Batch, cur *store.State, factoryName st
 	return sec, nil
 }
 
-func generatedFormat(w *schema.Webhook) string {
-	if w.AuthMode == schema.AuthSignature {
+func generatedFormat(w *factory.WebhookSpec) string {
+	if w.AuthMode == factory.AuthSignature {
 		return w.SignatureScheme // only standard-webhooks reaches here (schema)
 	}
 	return "token"
 }
 
-func newFactory(name string, now time.Time) *store.Factory {
-	return &store.Factory{Name: name, UID: factory.NewUID(factory.PrefixFactory),
+func newFactory(name string, now time.Time) *factory.Factory {
+	return &factory.Factory{Name: name, UID: factory.NewUID(factory.PrefixFactory),
 		ForemanUID: factory.NewUID(factory.PrefixForeman), CreatedAt: now}
 }
 

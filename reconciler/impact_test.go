@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/reconciler"
-	"factory/store"
 )
 
 func TestMeasureImpact(t *testing.T) {
@@ -28,12 +29,12 @@ func TestMeasureImpact(t *testing.T) {
 		t.Fatalf("%v %v", outcome, err)
 	}
 	for i, action := range []string{"opened", "opened", "opened", "closed", "closed"} {
-		d := &store.Delivery{ID: fmt.Sprintf("dlv_%03d", i), WebhookUID: uid, Label: store.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
+		d := &factory.Delivery{ID: fmt.Sprintf("dlv_%03d", i), WebhookUID: uid, Label: factory.LabelAccepted, Time: time.Now(), RunIDs: []string{}}
 		if err := a.Store.RecordDelivery(d, []byte(`{"action":"`+action+`"}`), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a.Store.RecordDelivery(&store.Delivery{ID: "dlv_900", WebhookUID: uid, Label: store.LabelRejectedJSON, Time: time.Now()}, nil, nil)
+	a.Store.RecordDelivery(&factory.Delivery{ID: "dlv_900", WebhookUID: uid, Label: factory.LabelRejectedJSON, Time: time.Now()}, nil, nil)
 
 	// a's filter changes; c is new; b is unchanged (not reported).
 	os.WriteFile(filepath.Join(dir, "automations", "a.md"), []byte(fmt.Sprintf(auto2, uid, "[closed]")), 0o644)

@@ -7,8 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"factory"
+
 	"factory/schema"
-	"factory/store"
 )
 
 // Actions of a change (cli.md).
@@ -71,11 +72,11 @@ func (p *Plan) HasChanges() bool {
 // MakePlan compares a desired revision with the current state of the
 // factory. cur is nil for a dry-run without state. It reads nothing and
 // writes nothing: the same inputs always give the same plan.
-func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
+func MakePlan(factoryName string, d *Desired, cur *factory.State) *Plan {
 	p := &Plan{Factory: factoryName, Revision: d.Revision, Stateless: cur == nil}
 	if cur == nil {
-		cur = &store.State{Webhooks: map[string]*store.Webhook{}, Automations: map[string]*store.Automation{},
-			Pins: map[string]string{}, Secrets: map[string]*store.Secret{}}
+		cur = &factory.State{Webhooks: map[string]*factory.Webhook{}, Automations: map[string]*factory.Automation{},
+			Pins: map[string]string{}, Secrets: map[string]*factory.Secret{}}
 	}
 	p.NewFactory = cur.Factory == nil
 	if cur.Factory != nil {
@@ -126,7 +127,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 		} else {
 			uid := old.UID
 			c.UID = &uid
-			c.Keys = webhookDiff(&old.Spec, w)
+			c.Keys = webhookDiff(&old.Spec, &w.WebhookSpec)
 			if sec := cur.Secrets[secretNameOf(factoryName, w)]; sec != nil && old.SecretName == sec.Name && sec.Version != old.SecretVersion {
 				c.Keys = append(c.Keys, "secret (rotated)")
 			}
@@ -165,7 +166,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 		} else {
 			uid := old.UID
 			c.UID = &uid
-			c.Keys = automationDiff(&old.Spec, a)
+			c.Keys = automationDiff(&old.Spec, &a.AutomationSpec)
 			c.Action = ActionUpdate
 			if len(c.Keys) == 0 {
 				c.Action = ActionNoop
@@ -216,7 +217,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 			continue
 		}
 		for _, w := range created {
-			if sameEndpoint(&old.Spec, w) {
+			if sameEndpoint(&old.Spec, &w.WebhookSpec) {
 				msg := fmt.Sprintf("looks like a rename of webhooks/%s.yaml: renaming is a delete and a create, so %s stops answering (404) and this webhook gets a new UID and secret",
 					old.Key, old.UID)
 				if sel := selectors[old.UID]; len(sel) > 0 {
@@ -233,7 +234,7 @@ func MakePlan(factoryName string, d *Desired, cur *store.State) *Plan {
 }
 
 // checkSecret verifies a webhook's secretName against the store's secrets.
-func checkSecret(p *Plan, w *schema.Webhook, cur *store.State) schema.Diagnostics {
+func checkSecret(p *Plan, w *schema.Webhook, cur *factory.State) schema.Diagnostics {
 	if w.SecretName == "" {
 		return nil
 	}
@@ -246,7 +247,7 @@ func checkSecret(p *Plan, w *schema.Webhook, cur *store.State) schema.Diagnostic
 		return schema.Diagnostics{w.Doc.Diag(schema.Error, "/secretName",
 			fmt.Sprintf("secret %q does not exist: create it first (factory secrets create %s --from-stdin)", w.SecretName, w.SecretName))}
 	}
-	if w.AuthMode == schema.AuthURLToken && !sec.URLSafe {
+	if w.AuthMode == factory.AuthURLToken && !sec.URLSafe {
 		return schema.Diagnostics{w.Doc.Diag(schema.Error, "/secretName",
 			fmt.Sprintf("secret %q is not URL-safe: a url_token secret is at least 32 of A-Z a-z 0-9 _ - (rotate it, or use factory secrets create --url-safe)", w.SecretName))}
 	}
@@ -268,7 +269,7 @@ func GeneratedSecretName(factoryName, key string) string {
 	return "webhook-" + factoryName + "-" + key
 }
 
-func webhookDiff(old, w *schema.Webhook) []string {
+func webhookDiff(old, w *factory.WebhookSpec) []string {
 	keys := []string{}
 	add := func(k string, changed bool) {
 		if changed {
@@ -285,7 +286,7 @@ func webhookDiff(old, w *schema.Webhook) []string {
 	return keys
 }
 
-func automationDiff(old, a *schema.Automation) []string {
+func automationDiff(old, a *factory.AutomationSpec) []string {
 	keys := []string{}
 	add := func(k string, changed bool) {
 		if changed {
@@ -318,7 +319,7 @@ func triggersEqual(a, b []schema.Trigger) bool {
 
 // sameEndpoint says whether two webhook definitions describe the same
 // sender, ignoring labels: the mark of a renamed file.
-func sameEndpoint(a, b *schema.Webhook) bool {
+func sameEndpoint(a, b *factory.WebhookSpec) bool {
 	return a.AuthMode == b.AuthMode && a.SignatureScheme == b.SignatureScheme &&
 		a.SecretName == b.SecretName && a.DeliveryIDHeader == b.DeliveryIDHeader
 }

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"factory"
+
 	"factory/reconciler"
 	"factory/schema"
-	"factory/store"
 )
 
 // repo writes a factory repository into a temp dir.
@@ -41,14 +42,13 @@ func load(t testing.TB, files map[string]string) *reconciler.Desired {
 	return d
 }
 
-func state() *store.State {
-	return &store.State{Factory: &store.Factory{Name: "acme"}, Webhooks: map[string]*store.Webhook{},
-		Automations: map[string]*store.Automation{}, Pins: map[string]string{}, Secrets: map[string]*store.Secret{}}
+func state() *factory.State {
+	return &factory.State{Factory: &factory.Factory{Name: "acme"}, Webhooks: map[string]*factory.Webhook{},
+		Automations: map[string]*factory.Automation{}, Pins: map[string]string{}, Secrets: map[string]*factory.Secret{}}
 }
 
-func hook(key, uid string, spec schema.Webhook) *store.Webhook {
-	spec.Key = key
-	return &store.Webhook{Factory: "acme", Key: key, UID: uid, Spec: spec, SecretName: "webhook-acme-" + key, SecretVersion: 1}
+func hook(key, uid string, spec factory.WebhookSpec) *factory.Webhook {
+	return &factory.Webhook{Factory: "acme", Key: key, UID: uid, Spec: spec, SecretName: "webhook-acme-" + key, SecretVersion: 1}
 }
 
 const auto = "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [%s]\n---\nGo.\n"
@@ -79,7 +79,7 @@ func TestMakePlan(t *testing.T) {
 	tests := []struct {
 		name  string
 		files map[string]string
-		cur   func() *store.State // nil: stateless
+		cur   func() *factory.State // nil: stateless
 		want  string
 	}{
 		{
@@ -100,7 +100,7 @@ func TestMakePlan(t *testing.T) {
 		{
 			name:  "a pinned UID is known before apply",
 			files: map[string]string{"webhooks/gh.yaml": "", "automations/a.md": automation(uid)},
-			cur: func() *store.State {
+			cur: func() *factory.State {
 				st := state()
 				st.Pins["gh"] = uid
 				return st
@@ -110,10 +110,10 @@ func TestMakePlan(t *testing.T) {
 		{
 			name:  "unchanged is a noop; an edit lists its keys",
 			files: map[string]string{"webhooks/gh.yaml": "", "webhooks/ci.yaml": "description: new\nenabled: false\n"},
-			cur: func() *store.State {
+			cur: func() *factory.State {
 				st := state()
-				st.Webhooks["gh"] = hook("gh", uid, schema.Webhook{Name: "gh", AuthMode: "token", Enabled: true})
-				st.Webhooks["ci"] = hook("ci", "wh_0000000000000000ci01", schema.Webhook{Name: "ci", AuthMode: "token", Enabled: true})
+				st.Webhooks["gh"] = hook("gh", uid, factory.WebhookSpec{Name: "gh", AuthMode: "token", Enabled: true})
+				st.Webhooks["ci"] = hook("ci", "wh_0000000000000000ci01", factory.WebhookSpec{Name: "ci", AuthMode: "token", Enabled: true})
 				return st
 			},
 			want: "update webhook ci (description,enabled)\nnoop webhook gh",
@@ -121,10 +121,10 @@ func TestMakePlan(t *testing.T) {
 		{
 			name:  "rotation is picked up as an update",
 			files: map[string]string{"webhooks/gh.yaml": ""},
-			cur: func() *store.State {
+			cur: func() *factory.State {
 				st := state()
-				st.Webhooks["gh"] = hook("gh", uid, schema.Webhook{Name: "gh", AuthMode: "token", Enabled: true})
-				st.Secrets["webhook-acme-gh"] = &store.Secret{Name: "webhook-acme-gh", Version: 2, Generated: true}
+				st.Webhooks["gh"] = hook("gh", uid, factory.WebhookSpec{Name: "gh", AuthMode: "token", Enabled: true})
+				st.Secrets["webhook-acme-gh"] = &factory.Secret{Name: "webhook-acme-gh", Version: 2, Generated: true}
 				return st
 			},
 			want: "update webhook gh (secret (rotated))",
@@ -132,9 +132,9 @@ func TestMakePlan(t *testing.T) {
 		{
 			name:  "rename: delete and create, with a warning naming the selectors",
 			files: map[string]string{"webhooks/github.yaml": "", "automations/a.md": automation(uid)},
-			cur: func() *store.State {
+			cur: func() *factory.State {
 				st := state()
-				st.Webhooks["gh"] = hook("gh", uid, schema.Webhook{Name: "gh", AuthMode: "token", Enabled: true})
+				st.Webhooks["gh"] = hook("gh", uid, factory.WebhookSpec{Name: "gh", AuthMode: "token", Enabled: true})
 				return st
 			},
 			want: "create webhook github\ndelete webhook gh\ncreate automation a\n" +
@@ -144,9 +144,9 @@ func TestMakePlan(t *testing.T) {
 		{
 			name:  "a broken file is neither applied nor deleted",
 			files: map[string]string{"webhooks/gh.yaml": "authMode: nope\n", "automations/a.md": automation(uid)},
-			cur: func() *store.State {
+			cur: func() *factory.State {
 				st := state()
-				st.Webhooks["gh"] = hook("gh", uid, schema.Webhook{Name: "gh", AuthMode: "token", Enabled: true})
+				st.Webhooks["gh"] = hook("gh", uid, factory.WebhookSpec{Name: "gh", AuthMode: "token", Enabled: true})
 				return st
 			},
 			want: "create automation a\nE webhooks/gh.yaml:1:11: /authMode: must be one of token, url_token, signature",
@@ -159,7 +159,7 @@ func TestMakePlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			d, ds := reconciler.Load(snap)
-			var cur *store.State
+			var cur *factory.State
 			if tt.cur != nil {
 				cur = tt.cur()
 			}

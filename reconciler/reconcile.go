@@ -4,20 +4,20 @@ import (
 	"context"
 	"fmt"
 
-	"factory/store"
+	"factory"
 )
 
 // StateReader gives the current state of a factory: the store itself, or a
 // running server that holds it.
 type StateReader interface {
-	FactoryState(name string) (*store.State, error)
+	FactoryState(name string) (*factory.State, error)
 }
 
 // Checked is the outcome of fetch → load → plan.
 type Checked struct {
 	Plan    *Plan
-	Desired *Desired     // nil when the revision has errors
-	State   *store.State // nil without state
+	Desired *Desired       // nil when the revision has errors
+	State   *factory.State // nil without state
 }
 
 // Check fetches a revision, loads it and plans it against the state (none
@@ -32,7 +32,7 @@ func check(ctx context.Context, l *Loader, src Source, name string, st StateRead
 	if err != nil {
 		return nil, err
 	}
-	var cur *store.State
+	var cur *factory.State
 	if st != nil {
 		if cur, err = st.FactoryState(name); err != nil {
 			return nil, fmt.Errorf("read state of factory %s: %w", name, err)

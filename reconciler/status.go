@@ -1,92 +1,12 @@
 package reconciler
 
 import (
-	"strings"
-	"time"
-
-	"factory/schema"
+	"factory"
 	"factory/store"
 )
 
-// FactoryStatus is what `factory status` and GET /v1/factories/{uid} show
-// of one factory (cli.md).
-type FactoryStatus struct {
-	Name              string     `json:"name"`
-	UID               string     `json:"uid"`
-	ForemanUID        string     `json:"foreman_uid"`
-	Source            string     `json:"source"`
-	Revision          string     `json:"revision"`
-	AttemptedRevision string     `json:"attempted_revision,omitempty"`
-	SyncedAt          *time.Time `json:"synced_at"`
-	// CheckedAt is when a running server last read the source and found
-	// it applied or refused; absent when the store is read directly.
-	CheckedAt   *time.Time         `json:"checked_at,omitempty"`
-	Ready       bool               `json:"ready"`
-	Error       *string            `json:"error"`
-	Webhooks    []WebhookStatus    `json:"webhooks"`
-	Automations []AutomationStatus `json:"automations"`
-}
-
-// FactorySummary is one factory in GET /v1/factories.
-type FactorySummary struct {
-	UID        string     `json:"uid"`
-	Name       string     `json:"name"`
-	ForemanUID string     `json:"foreman_uid"`
-	Source     string     `json:"source"`
-	Revision   string     `json:"revision"`
-	SyncedAt   *time.Time `json:"synced_at"`
-	Ready      bool       `json:"ready"`
-}
-
-// Summary is the factory's entry in a list of factories.
-func Summary(f *store.Factory) FactorySummary {
-	sm := FactorySummary{UID: f.UID, Name: f.Name, ForemanUID: f.ForemanUID, Source: f.Source, Revision: f.Revision, Ready: f.Ready}
-	if !f.SyncedAt.IsZero() {
-		t := f.SyncedAt
-		sm.SyncedAt = &t
-	}
-	return sm
-}
-
-// WebhookStatus is one webhook in a status.
-type WebhookStatus struct {
-	Name            string     `json:"name"`
-	DisplayName     string     `json:"display_name"`
-	UID             string     `json:"uid"`
-	AuthMode        string     `json:"auth_mode"`
-	SignatureScheme *string    `json:"signature_scheme"`
-	Enabled         bool       `json:"enabled"`
-	Suspended       bool       `json:"suspended"`
-	IngressURL      string     `json:"ingress_url"`
-	SecretName      string     `json:"secret_name"`
-	SecretSyncedAt  *time.Time `json:"secret_synced_at,omitempty"`
-}
-
-// AutomationStatus is one automation in a status.
-type AutomationStatus struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	Title      string   `json:"title"`
-	Enabled    bool     `json:"enabled"`
-	WebhookIDs []string `json:"webhook_ids"`
-}
-
-// DefaultPublicURL is the webhook_base_url before a server has set one:
-// the default listen address (cli.md).
-const DefaultPublicURL = "http://127.0.0.1:8080"
-
-// IngressURL is a webhook's URL for senders. A url_token URL carries a
-// {token} placeholder: the real token is revealed once (ingress.md).
-func IngressURL(base string, w *store.Webhook) string {
-	u := strings.TrimRight(base, "/") + "/webhooks/w/" + w.UID
-	if w.Spec.AuthMode == schema.AuthURLToken {
-		u += "/{token}"
-	}
-	return u
-}
-
 // Status builds the status of one factory from the store.
-func Status(s *store.Store, f *store.Factory, publicURL string) (*FactoryStatus, error) {
+func Status(s *store.Store, f *factory.Factory, publicURL string) (*factory.FactoryStatus, error) {
 	whs, err := s.Webhooks(f.Name)
 	if err != nil {
 		return nil, err
@@ -95,47 +15,5 @@ func Status(s *store.Store, f *store.Factory, publicURL string) (*FactoryStatus,
 	if err != nil {
 		return nil, err
 	}
-	return BuildStatus(f, whs, aus, publicURL), nil
-}
-
-// BuildStatus assembles a status from records.
-func BuildStatus(f *store.Factory, whs []*store.Webhook, aus []*store.Automation, publicURL string) *FactoryStatus {
-	base := publicURL
-	if f.Settings.WebhookBaseURL != "" {
-		base = f.Settings.WebhookBaseURL
-	}
-	st := &FactoryStatus{Name: f.Name, UID: f.UID, ForemanUID: f.ForemanUID, Source: f.Source,
-		Revision: f.Revision, Ready: f.Ready, Webhooks: []WebhookStatus{}, Automations: []AutomationStatus{}}
-	if f.AttemptedRevision != f.Revision {
-		st.AttemptedRevision = f.AttemptedRevision
-	}
-	if !f.SyncedAt.IsZero() {
-		t := f.SyncedAt
-		st.SyncedAt = &t
-	}
-	if f.Error != "" {
-		e := f.Error
-		st.Error = &e
-	}
-	for _, w := range whs {
-		ws := WebhookStatus{Name: w.Key, DisplayName: w.Spec.Name, UID: w.UID, AuthMode: w.Spec.AuthMode,
-			Enabled: w.Spec.Enabled, Suspended: w.Suspended, IngressURL: IngressURL(base, w), SecretName: w.SecretName}
-		if w.Spec.SignatureScheme != "" {
-			s := w.Spec.SignatureScheme
-			ws.SignatureScheme = &s
-		}
-		if !w.SecretSyncedAt.IsZero() {
-			t := w.SecretSyncedAt
-			ws.SecretSyncedAt = &t
-		}
-		st.Webhooks = append(st.Webhooks, ws)
-	}
-	for _, a := range aus {
-		as := AutomationStatus{Name: a.Key, ID: a.UID, Title: a.Spec.Title, Enabled: a.Spec.Enabled, WebhookIDs: []string{}}
-		for _, t := range a.Spec.Triggers {
-			as.WebhookIDs = append(as.WebhookIDs, t.Filter.WebhookIDs...)
-		}
-		st.Automations = append(st.Automations, as)
-	}
-	return st
+	return factory.BuildStatus(f, whs, aus, publicURL), nil
 }

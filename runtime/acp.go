@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"factory"
+
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -37,7 +39,7 @@ type ACPExecutor struct {
 // Run runs one turn.
 func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Result {
 	if len(e.Command) == 0 {
-		return Result{State: StateError, Message: "the environment has no command"}
+		return Result{State: factory.StateError, Message: "the environment has no command"}
 	}
 	grace, initTimeout := e.Grace, e.InitTimeout
 	if grace == 0 {
@@ -51,11 +53,11 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	cmd.Env = append(append(os.Environ(), t.Env...), "FACTORY_RUN_ID="+t.RunID)
 	toAgent, err := cmd.StdinPipe()
 	if err != nil {
-		return Result{State: StateError, Message: err.Error()}
+		return Result{State: factory.StateError, Message: err.Error()}
 	}
 	proc, err := startAgent(cmd)
 	if err != nil {
-		return Result{State: StateError, Message: err.Error()}
+		return Result{State: factory.StateError, Message: err.Error()}
 	}
 	defer proc.close()
 	fromAgent, stderr := proc.stdout, proc.stderr
@@ -72,7 +74,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	conn := acp.NewClientSideConnection(cl, toAgent, gate)
 	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	close(gate.open)
-	result := func(state, msg string) Result {
+	result := func(state factory.RunState, msg string) Result {
 		cl.flush()
 		return Result{State: state, Message: msg, Stderr: stderr.String()}
 	}
@@ -84,7 +86,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		if last := lastLine(stderr.String()); last != "" {
 			msg += ": " + last
 		}
-		return result(StateError, msg)
+		return result(factory.StateError, msg)
 	}
 
 	// Handshake: an agent that does not answer is a platform failure.
@@ -123,11 +125,11 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	case gone:
 		return died(nil)
 	case ctx.Err() != nil:
-		return result(StateCancelled, "cancelled")
+		return result(factory.StateCancelled, "cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
-		return result(StateError, fmt.Sprintf("the agent did not answer initialize within %s", initTimeout))
+		return result(factory.StateError, fmt.Sprintf("the agent did not answer initialize within %s", initTimeout))
 	case err != nil:
-		return result(StateError, fmt.Sprintf("the agent failed initialize: %v", err))
+		return result(factory.StateError, fmt.Sprintf("the agent failed initialize: %v", err))
 	}
 	var session acp.SessionId
 	err, gone = call(func(c context.Context) error {
@@ -139,9 +141,9 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	case gone:
 		return died(nil)
 	case ctx.Err() != nil:
-		return result(StateCancelled, "cancelled")
+		return result(factory.StateCancelled, "cancelled")
 	case err != nil:
-		return result(StateError, fmt.Sprintf("the agent could not open a session: %v", err))
+		return result(factory.StateError, fmt.Sprintf("the agent could not open a session: %v", err))
 	}
 
 	prompt := t.Prompt
@@ -166,7 +168,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	}
 	idle := newTimer(t.IdleTimeout)
 	// stop asks the agent to end the turn (session/cancel), then kills it.
-	stop := func(state, msg string) Result {
+	stop := func(state factory.RunState, msg string) Result {
 		_ = conn.Cancel(context.Background(), acp.CancelNotification{SessionId: session})
 		select {
 		case <-done:
@@ -184,26 +186,26 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 					return died(err)
 				case <-time.After(100 * time.Millisecond):
 				}
-				return result(StateFailed, "the agent answered the prompt with an error: "+p.err.Error())
+				return result(factory.StateFailed, "the agent answered the prompt with an error: "+p.err.Error())
 			}
 			switch p.resp.StopReason {
 			case acp.StopReasonEndTurn:
-				return result(StateSucceeded, "the agent ended its turn")
+				return result(factory.StateSucceeded, "the agent ended its turn")
 			case acp.StopReasonCancelled:
-				return result(StateCancelled, "cancelled")
+				return result(factory.StateCancelled, "cancelled")
 			default:
-				return result(StateFailed, fmt.Sprintf("the agent stopped: %s", p.resp.StopReason))
+				return result(factory.StateFailed, fmt.Sprintf("the agent stopped: %s", p.resp.StopReason))
 			}
 		case err := <-exited:
 			return died(err)
 		case <-cl.activity:
 			idle.Reset()
 		case <-ctx.Done():
-			return stop(StateCancelled, "cancelled")
+			return stop(factory.StateCancelled, "cancelled")
 		case <-total:
-			return stop(StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
 		case <-idle.C():
-			return stop(StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
 		}
 	}
 }

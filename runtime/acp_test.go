@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/runtime"
 )
 
@@ -71,7 +73,7 @@ func TestACPWithTheDemoAgent(t *testing.T) {
 	bin := demoAgent(t)
 	e := &runtime.ACPExecutor{Command: []string{bin, "demo-agent", "--acp", "--delay", "10ms"}}
 	res, r, dir := acpTurn(t, e, nil, "")
-	if res.State != runtime.StateSucceeded {
+	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
 	events := strings.Join(r.list(), "\n")
@@ -94,7 +96,7 @@ func TestACPWithTheDemoAgent(t *testing.T) {
 	// The environment's policy denies the write.
 	deny := &runtime.ACPExecutor{Command: e.Command, Permissions: "deny"}
 	res, r, dir = acpTurn(t, deny, nil, "")
-	if _, err := os.Stat(filepath.Join(dir, "SUMMARY.md")); res.State != runtime.StateSucceeded || err == nil ||
+	if _, err := os.Stat(filepath.Join(dir, "SUMMARY.md")); res.State != factory.StateSucceeded || err == nil ||
 		!strings.Contains(strings.Join(r.list(), "\n"), "not allowed to write SUMMARY.md") {
 		t.Fatalf("denied: %+v %v", res, err)
 	}
@@ -105,7 +107,7 @@ func TestACPCancelMidTurn(t *testing.T) {
 	e := &runtime.ACPExecutor{Command: []string{"sh", "-c", "echo $$ > pid; exec " + bin + " demo-agent --acp --delay 2s"}}
 	start := time.Now()
 	res, r, dir := acpTurn(t, e, nil, "it does no AI")
-	if res.State != runtime.StateCancelled || time.Since(start) > 5*time.Second {
+	if res.State != factory.StateCancelled || time.Since(start) > 5*time.Second {
 		t.Fatalf("%+v after %v, events %q", res, time.Since(start), r.list())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "SUMMARY.md")); err == nil {
@@ -119,12 +121,13 @@ func TestACPMisbehavingAgents(t *testing.T) {
 	cases := []struct {
 		name, script string
 		mod          func(*runtime.Turn)
-		state, msg   string
+		state        factory.RunState
+		msg          string
 	}{
-		{"never answers initialize", `echo $$ > pid; sleep 30`, nil, runtime.StateError, "did not answer initialize"},
-		{"crashes", `echo $$ > pid; echo "panic: oops" >&2; exit 3`, nil, runtime.StateError, "the agent exited"},
-		{"writes garbage", `echo $$ > pid; while :; do echo 'not json at all'; sleep 0.01; done`, nil, runtime.StateError, "did not answer initialize"},
-		{"goes quiet", `echo $$ > pid; exec ` + bin + ` demo-agent --acp --delay 5s`, func(tn *runtime.Turn) { tn.IdleTimeout = 500 * time.Millisecond }, runtime.StateFailed, "idle timeout"},
+		{"never answers initialize", `echo $$ > pid; sleep 30`, nil, factory.StateError, "did not answer initialize"},
+		{"crashes", `echo $$ > pid; echo "panic: oops" >&2; exit 3`, nil, factory.StateError, "the agent exited"},
+		{"writes garbage", `echo $$ > pid; while :; do echo 'not json at all'; sleep 0.01; done`, nil, factory.StateError, "did not answer initialize"},
+		{"goes quiet", `echo $$ > pid; exec ` + bin + ` demo-agent --acp --delay 5s`, func(tn *runtime.Turn) { tn.IdleTimeout = 500 * time.Millisecond }, factory.StateFailed, "idle timeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -157,7 +160,7 @@ func TestACPRunsThroughTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if got, _ := s.Run(r.ID); got.State == runtime.StateInProgress || time.Now().After(deadline) {
+		if got, _ := s.Run(r.ID); got.State == factory.StateInProgress || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -166,11 +169,11 @@ func TestACPRunsThroughTheManager(t *testing.T) {
 	var got *storeRun
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, _ = s.Run(r.ID)
-		if got.Turns == 3 && got.State == runtime.StateSucceeded || time.Now().After(deadline) {
+		if got.Turns == 3 && got.State == factory.StateSucceeded || time.Now().After(deadline) {
 			break
 		}
 	}
-	if got.Turns != 3 || got.State != runtime.StateSucceeded {
+	if got.Turns != 3 || got.State != factory.StateSucceeded {
 		t.Fatalf("%+v", got)
 	}
 	summary, _ := os.ReadFile(filepath.Join(m.Workspace(r.ID), "SUMMARY.md"))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/runtime"
 	"factory/store"
 )
@@ -72,10 +74,10 @@ func BenchmarkDemoAgentRuns(b *testing.B) {
 			for _, id := range ids {
 				for {
 					r, _ := s.Run(id)
-					if r.State == runtime.StateSucceeded {
+					if r.State == factory.StateSucceeded {
 						break
 					}
-					if r.State != runtime.StateQueued && r.State != runtime.StateInProgress {
+					if r.State != factory.StateQueued && r.State != factory.StateInProgress {
 						b.Fatalf("run %s: %s %+v", id, r.State, r.StatusMessage)
 					}
 					time.Sleep(time.Millisecond)
@@ -111,7 +113,7 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			if got, _ := s.Run(r.ID); got.State == runtime.StateSucceeded {
+			if got, _ := s.Run(r.ID); got.State == factory.StateSucceeded {
 				break
 			}
 			time.Sleep(200 * time.Microsecond)

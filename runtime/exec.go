@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"factory"
 )
 
 // Bounds of what an agent can make the server hold.
@@ -36,7 +38,7 @@ type ExecExecutor struct {
 // Run runs one turn.
 func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Result {
 	if len(e.Command) == 0 {
-		return Result{State: StateError, Message: "the environment has no command"}
+		return Result{State: factory.StateError, Message: "the environment has no command"}
 	}
 	grace := e.Grace
 	if grace == 0 {
@@ -52,7 +54,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		"FACTORY_FOLLOWUP="+t.FollowUp)
 	proc, err := startAgent(cmd)
 	if err != nil {
-		return Result{State: StateError, Message: err.Error()}
+		return Result{State: factory.StateError, Message: err.Error()}
 	}
 	defer proc.close()
 	stdout, stderr := proc.stdout, proc.stderr
@@ -92,7 +94,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	}
 	idleTimer := newTimer(t.IdleTimeout)
 	idle = idleTimer.C()
-	stop := func(state, msg string) Result {
+	stop := func(state factory.RunState, msg string) Result {
 		proc.signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -112,18 +114,18 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 			idleTimer.Reset()
 			idle = idleTimer.C()
 		case <-ctx.Done():
-			return stop(StateCancelled, "cancelled")
+			return stop(factory.StateCancelled, "cancelled")
 		case <-total:
-			return stop(StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
 		case <-idle:
-			return stop(StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
 		}
 	}
 }
 
 func finished(err error, stderr string) Result {
 	if err == nil {
-		return Result{State: StateSucceeded, Message: "the agent exited with status 0", Stderr: stderr}
+		return Result{State: factory.StateSucceeded, Message: "the agent exited with status 0", Stderr: stderr}
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -134,9 +136,9 @@ func finished(err error, stderr string) Result {
 		if last := lastLine(stderr); last != "" {
 			msg += ": " + last
 		}
-		return Result{State: StateFailed, Message: msg, Stderr: stderr}
+		return Result{State: factory.StateFailed, Message: msg, Stderr: stderr}
 	}
-	return Result{State: StateError, Message: err.Error(), Stderr: stderr}
+	return Result{State: factory.StateError, Message: err.Error(), Stderr: stderr}
 }
 
 // readLine reads one line, cutting lines longer than the buffer: an agent

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/runtime"
 )
 
@@ -98,7 +100,7 @@ func turn(t *testing.T, script string, mod func(*runtime.Turn)) (runtime.Result,
 func TestExecSuccess(t *testing.T) {
 	res, r, dir := turn(t, `echo $$ > pid; read line; echo "got: $line"; echo "id=$FACTORY_RUN_ID"; echo "followup=$FACTORY_FOLLOWUP"; printf 'no newline at the end'`,
 		func(tn *runtime.Turn) { tn.FollowUp = "also run the tests" })
-	if res.State != runtime.StateSucceeded {
+	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
 	want := []string{"got: Fix the build.", "id=run_1", "followup=also run the tests", "no newline at the end"}
@@ -110,7 +112,7 @@ func TestExecSuccess(t *testing.T) {
 
 func TestExecFailureKeepsStderr(t *testing.T) {
 	res, _, _ := turn(t, `echo working; echo "fatal: no such branch" >&2; exit 3`, nil)
-	if res.State != runtime.StateFailed || res.Message != "the agent exited with status 3: fatal: no such branch" || !strings.Contains(res.Stderr, "fatal") {
+	if res.State != factory.StateFailed || res.Message != "the agent exited with status 3: fatal: no such branch" || !strings.Contains(res.Stderr, "fatal") {
 		t.Fatalf("%+v", res)
 	}
 }
@@ -118,7 +120,7 @@ func TestExecFailureKeepsStderr(t *testing.T) {
 func TestExecCancelStopsTheGroup(t *testing.T) {
 	start := time.Now()
 	res, _, dir := turn(t, `echo $$ > pid; sleep 30 & echo $! > child; touch ready; wait #cancel-after-ready`, nil)
-	if res.State != runtime.StateCancelled || time.Since(start) > 5*time.Second {
+	if res.State != factory.StateCancelled || time.Since(start) > 5*time.Second {
 		t.Fatalf("%+v after %v", res, time.Since(start))
 	}
 	noneLeft(t, dir)
@@ -127,7 +129,7 @@ func TestExecCancelStopsTheGroup(t *testing.T) {
 func TestExecCancelKillsWhatIgnoresSIGTERM(t *testing.T) {
 	start := time.Now()
 	res, _, dir := turn(t, `trap '' TERM; echo $$ > pid; touch ready; while :; do sleep 0.05; done #cancel-after-ready`, nil)
-	if res.State != runtime.StateCancelled {
+	if res.State != factory.StateCancelled {
 		t.Fatalf("%+v", res)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
@@ -138,7 +140,7 @@ func TestExecCancelKillsWhatIgnoresSIGTERM(t *testing.T) {
 
 func TestExecBackgroundChildIsNotLeftBehind(t *testing.T) {
 	res, r, dir := turn(t, `echo $$ > pid; (sleep 30; echo late) & echo $! > child; echo done`, nil)
-	if res.State != runtime.StateSucceeded || fmt.Sprint(r.list()) != "[done]" {
+	if res.State != factory.StateSucceeded || fmt.Sprint(r.list()) != "[done]" {
 		t.Fatalf("%+v %q", res, r.list())
 	}
 	noneLeft(t, dir)
@@ -146,7 +148,7 @@ func TestExecBackgroundChildIsNotLeftBehind(t *testing.T) {
 
 func TestExecTimeouts(t *testing.T) {
 	res, _, dir := turn(t, `echo $$ > pid; echo started; sleep 30`, func(tn *runtime.Turn) { tn.IdleTimeout = 300 * time.Millisecond })
-	if res.State != runtime.StateFailed || !strings.Contains(res.Message, "idle timeout") {
+	if res.State != factory.StateFailed || !strings.Contains(res.Message, "idle timeout") {
 		t.Fatalf("idle: %+v", res)
 	}
 	noneLeft(t, dir)
@@ -155,7 +157,7 @@ func TestExecTimeouts(t *testing.T) {
 		tn.IdleTimeout = 200 * time.Millisecond
 		tn.Timeout = 600 * time.Millisecond
 	})
-	if res.State != runtime.StateFailed || !strings.Contains(res.Message, "timeout (600ms)") || len(r.list()) < 5 {
+	if res.State != factory.StateFailed || !strings.Contains(res.Message, "timeout (600ms)") || len(r.list()) < 5 {
 		t.Fatalf("total: %+v, %d events", res, len(r.list()))
 	}
 	noneLeft(t, dir)
@@ -165,7 +167,7 @@ func TestExecFloodIsBounded(t *testing.T) {
 	// 20,000 lines, and one line of 1 MiB: every short line arrives, the
 	// long one is cut, and stderr is kept to its end.
 	res, r, _ := turn(t, `i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); done; head -c 1048576 /dev/zero | tr '\0' x; echo; head -c 200000 /dev/zero | tr '\0' e >&2`, nil)
-	if res.State != runtime.StateSucceeded {
+	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res.Message)
 	}
 	ev := r.list()
@@ -180,7 +182,7 @@ func TestExecFloodIsBounded(t *testing.T) {
 func TestExecCannotStart(t *testing.T) {
 	e := &runtime.ExecExecutor{Command: []string{"/nonexistent/agent"}}
 	res := e.Run(context.Background(), runtime.Turn{Workspace: t.TempDir()}, func(runtime.Event) {})
-	if res.State != runtime.StateError || !strings.Contains(res.Message, "could not start") {
+	if res.State != factory.StateError || !strings.Contains(res.Message, "could not start") {
 		t.Fatalf("%+v", res)
 	}
 }

@@ -6,17 +6,8 @@ package runtime
 import (
 	"context"
 	"time"
-)
 
-// Run states (agents-api.md).
-const (
-	StateQueued     = "QUEUED"
-	StateInProgress = "INPROGRESS"
-	StateSucceeded  = "SUCCEEDED"
-	StateFailed     = "FAILED"
-	StateCancelled  = "CANCELLED"
-	StateError      = "ERROR"
-	StateBlocked    = "BLOCKED"
+	"factory"
 )
 
 // Turn is one turn of a run: the first prompt, or a follow-up that
@@ -43,8 +34,8 @@ type Event struct {
 
 // Result is how a turn ended.
 type Result struct {
-	State   string // SUCCEEDED, FAILED, CANCELLED or ERROR
-	Message string // why, for a status message
+	State   factory.RunState // SUCCEEDED, FAILED, CANCELLED or ERROR
+	Message string           // why, for a status message
 	// Stderr is the end of the agent's standard error, kept for diagnosis.
 	Stderr string
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"factory"
+
 	"factory/store"
 )
 
@@ -36,7 +38,7 @@ type Config struct {
 	DefaultIdleTimeout time.Duration
 	Log                *slog.Logger
 	// Finished, when set, is told the state each turn ends in (metrics).
-	Finished func(state string)
+	Finished func(state factory.RunState)
 }
 
 // Errors of the manager, for the API to map to statuses.
@@ -91,7 +93,7 @@ type CreateRequest struct {
 	Prompt, Title, Environment, Source   string
 	Config                               json.RawMessage
 	Metadata                             map[string]string
-	Creator                              *store.Creator
+	Creator                              *factory.Creator
 	FactoryUID, AutomationID, DeliveryID string
 	Attachments                          []AttachmentData
 	IdleTimeout                          time.Duration
@@ -125,13 +127,13 @@ func (m *Manager) Wait() { m.wg.Wait() }
 // it ends ERROR, retryable (a follow-up continues it). Queued runs are
 // queued again, in creation order.
 func (m *Manager) recover() error {
-	runs, err := m.cfg.Store.RunsInState(StateQueued, StateInProgress)
+	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateInProgress)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		if r.State == StateInProgress {
-			if err := m.finish(r, Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
+		if r.State == factory.StateInProgress {
+			if err := m.finish(r, Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
 				return err
 			}
 			continue
@@ -154,7 +156,7 @@ func (m *Manager) Workspace(id string) string {
 
 // Create stores a new run, QUEUED, with its attachments, in one synced
 // batch, and queues it. Its workspace is laid out when it starts.
-func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
+func (m *Manager) Create(req CreateRequest) (*factory.Run, error) {
 	runs, err := m.CreateMany([]CreateRequest{req}, nil)
 	if err != nil {
 		return nil, err
@@ -165,9 +167,9 @@ func (m *Manager) Create(req CreateRequest) (*store.Run, error) {
 // CreateMany creates several runs in one synced batch, with extra writes
 // of the caller's (an evaluated delivery's record and its removal from the
 // queue): all of them are durable together, or none is.
-func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]*store.Run, error) {
+func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]*factory.Run, error) {
 	b := m.cfg.Store.NewLogBatch()
-	runs := make([]*store.Run, 0, len(reqs))
+	runs := make([]*factory.Run, 0, len(reqs))
 	var queue []string
 	for _, req := range reqs {
 		r, fresh, err := m.prepare(b, req)
@@ -176,7 +178,7 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 			return nil, err
 		}
 		runs = append(runs, r)
-		if fresh && r.State == StateQueued {
+		if fresh && r.State == factory.StateQueued {
 			queue = append(queue, r.ID)
 		}
 	}
@@ -194,7 +196,7 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 
 // prepare adds a new run's writes to a batch; an existing run with the
 // request's ID is returned as it is (fresh is false).
-func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *store.Run, fresh bool, err error) {
+func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fresh bool, err error) {
 	if req.ID != "" {
 		if r, err := m.cfg.Store.Run(req.ID); err == nil {
 			return r, false, nil
@@ -215,7 +217,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *store.Run, fres
 	if id == "" {
 		id = newRunID()
 	}
-	r = &store.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: StateQueued, CreatedAt: now, UpdatedAt: now,
+	r = &factory.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: factory.StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator}
 	if r.Title == "" {
@@ -227,13 +229,13 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *store.Run, fres
 			return nil, false, fmt.Errorf("attachment name %q is not a file name", a.Name)
 		}
 		b.PutRunAttachment(r.ID, name, a.Data)
-		r.Attachments = append(r.Attachments, store.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
+		r.Attachments = append(r.Attachments, factory.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
 	}
-	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "created", State: StateQueued})
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "created", State: factory.StateQueued})
 	if !known {
 		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
-		r.State, r.StatusMessage = StateError, &store.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
-		b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: StateError, Message: msg})
+		r.State, r.StatusMessage = factory.StateError, &factory.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: factory.StateError, Message: msg})
 	}
 	b.PutRun(r, nil)
 	return r, true, nil
@@ -242,7 +244,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *store.Run, fres
 // layOut writes a run's workspace on its first turn: PROMPT.md, and the
 // attachments beside it (agents read event-payload.json there) and in
 // attachments/, byte for byte as they were given.
-func (m *Manager) layOut(r *store.Run) error {
+func (m *Manager) layOut(r *factory.Run) error {
 	ws := m.Workspace(r.ID)
 	if _, err := os.Stat(filepath.Join(ws, "PROMPT.md")); err == nil {
 		return nil
@@ -335,14 +337,14 @@ func (m *Manager) dispatch(ctx context.Context) {
 func (m *Manager) execute(ctx context.Context, id string) {
 	m.mu.Lock()
 	r, err := m.cfg.Store.Run(id)
-	if err != nil || r.State != StateQueued {
+	if err != nil || r.State != factory.StateQueued {
 		m.mu.Unlock()
 		return // cancelled while queued
 	}
 	follow, _ := m.cfg.Store.FollowUps(id)
 	now := time.Now().UTC()
 	prev := *r
-	r.State, r.UpdatedAt = StateInProgress, now
+	r.State, r.UpdatedAt = factory.StateInProgress, now
 	r.Turns++
 	if r.StartedAt == nil {
 		r.StartedAt = &now
@@ -356,7 +358,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		turn.FollowUp = follow[0].Message
 		b.DropFollowUp(follow[0].Key)
 	}
-	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "started", State: StateInProgress, Message: turn.FollowUp})
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp})
 	b.PutRun(r, &prev)
 	err = b.Commit()
 	m.mu.Unlock()
@@ -368,7 +370,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if cur, rerr := m.cfg.Store.Run(id); rerr == nil {
-			m.finish(cur, Result{State: StateError, Message: "preparing the workspace: " + err.Error()}, true)
+			m.finish(cur, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true)
 		}
 		return
 	}
@@ -381,20 +383,20 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		_ = os.WriteFile(filepath.Join(filepath.Dir(m.Workspace(id)), "agent-stderr.log"), []byte(res.Stderr), 0o600)
 	}
 	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
-		res = Result{State: StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
+		res = Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err = m.cfg.Store.Run(id)
 	if err == nil {
-		err = m.finish(r, res, res.State == StateError)
+		err = m.finish(r, res, res.State == factory.StateError)
 	}
 	if err != nil {
 		m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 	}
 }
 
-func (m *Manager) idleTimeout(r *store.Run) time.Duration {
+func (m *Manager) idleTimeout(r *factory.Run) time.Duration {
 	var cfg struct {
 		Idle int `json:"idle_timeout_minutes"`
 	}
@@ -415,10 +417,10 @@ func (m *Manager) report(id string, e Event) {
 		return
 	}
 	prev := *r
-	r.StatusMessage = &store.StatusMessage{Message: e.Message}
+	r.StatusMessage = &factory.StatusMessage{Message: e.Message}
 	r.UpdatedAt = e.Time
 	b := m.cfg.Store.NewLogBatch()
-	b.AddRunEvent(r, store.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
+	b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
 	b.PutRun(r, &prev)
 	if err := b.CommitNoSync(); err != nil {
 		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
@@ -427,23 +429,23 @@ func (m *Manager) report(id string, e Event) {
 
 // finish records a turn's end; the caller holds mu. A run with pending
 // follow-ups goes back to the queue for its next turn.
-func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
+func (m *Manager) finish(r *factory.Run, res Result, retryable bool) error {
 	prev := *r
 	now := time.Now().UTC()
 	r.State, r.UpdatedAt = res.State, now
-	r.StatusMessage = &store.StatusMessage{Message: res.Message, Retryable: retryable}
-	if res.State == StateError {
+	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
+	if res.State == factory.StateError {
 		r.StatusMessage.ErrorCode = "platform_error"
 	}
 	b := m.cfg.Store.NewLogBatch()
-	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
 	pending, err := m.cfg.Store.FollowUps(r.ID)
 	if err != nil {
 		return err
 	}
-	requeue := len(pending) > 0 && res.State != StateCancelled && !m.stopped
+	requeue := len(pending) > 0 && res.State != factory.StateCancelled && !m.stopped
 	if requeue {
-		r.State = StateQueued
+		r.State = factory.StateQueued
 	}
 	b.PutRun(r, &prev)
 	if err := b.Commit(); err != nil {
@@ -462,17 +464,9 @@ func (m *Manager) finish(r *store.Run, res Result, retryable bool) error {
 	return nil
 }
 
-func terminal(state string) bool {
-	switch state {
-	case StateSucceeded, StateFailed, StateCancelled, StateError:
-		return true
-	}
-	return false
-}
-
 // stored reads a run for the API's methods: one that does not exist is
 // ErrNotFound, the error callers map to 404.
-func (m *Manager) stored(id string) (*store.Run, error) {
+func (m *Manager) stored(id string) (*factory.Run, error) {
 	r, err := m.cfg.Store.Run(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNotFound
@@ -482,17 +476,17 @@ func (m *Manager) stored(id string) (*store.Run, error) {
 
 // Cancel stops a queued or running run: it ends CANCELLED, and no process
 // of it is left. A run that has ended answers ErrTerminal.
-func (m *Manager) Cancel(id string) (*store.Run, error) {
+func (m *Manager) Cancel(id string) (*factory.Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := m.stored(id)
 	if err != nil {
 		return nil, err
 	}
-	if terminal(r.State) {
+	if r.State.Terminal() {
 		return nil, fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
 	}
-	if a, ok := m.active[id]; ok && r.State == StateInProgress {
+	if a, ok := m.active[id]; ok && r.State == factory.StateInProgress {
 		a.cancel(context.Canceled) // the turn ends CANCELLED and records it
 		return r, nil
 	}
@@ -502,13 +496,13 @@ func (m *Manager) Cancel(id string) (*store.Run, error) {
 			break
 		}
 	}
-	return r, m.finish(r, Result{State: StateCancelled, Message: "cancelled"}, false)
+	return r, m.finish(r, Result{State: factory.StateCancelled, Message: "cancelled"}, false)
 }
 
 // FollowUp sends a message to a run. During a turn (or while queued) it
 // waits for the next turn; a run that has ended is continued: it goes back
 // to QUEUED with the message as its next turn. Several keep their order.
-func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
+func (m *Manager) FollowUp(id, message string) (*factory.Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := m.stored(id)
@@ -519,10 +513,10 @@ func (m *Manager) FollowUp(id, message string) (*store.Run, error) {
 	prev := *r
 	b := m.cfg.Store.NewLogBatch()
 	b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
-	b.AddRunEvent(r, store.RunEvent{Time: now, Kind: "followup", Message: message})
-	requeue := terminal(r.State)
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
+	requeue := r.State.Terminal()
 	if requeue {
-		r.State = StateQueued
+		r.State = factory.StateQueued
 	}
 	r.UpdatedAt = now
 	b.PutRun(r, &prev)
@@ -556,4 +550,4 @@ func (m *Manager) Counts() (queued, running int) {
 }
 
 // OnFinished sets the hook told the state each turn ends in.
-func (m *Manager) OnFinished(f func(state string)) { m.cfg.Finished = f }
+func (m *Manager) OnFinished(f func(state factory.RunState)) { m.cfg.Finished = f }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/runtime"
 	"factory/store"
 )
@@ -49,7 +51,7 @@ func newManager(t *testing.T, dir string, max int, script string) *fixture {
 	return f
 }
 
-func (f *fixture) wait(id, state string) *store.Run {
+func (f *fixture) wait(id string, state factory.RunState) *factory.Run {
 	f.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -64,7 +66,7 @@ func (f *fixture) wait(id, state string) *store.Run {
 	}
 }
 
-func (f *fixture) create(prompt string) *store.Run {
+func (f *fixture) create(prompt string) *factory.Run {
 	f.t.Helper()
 	r, err := f.m.Create(runtime.CreateRequest{Prompt: prompt, Source: "API",
 		Attachments: []runtime.AttachmentData{{Name: "event-payload.json", Data: []byte(`{"a":1}`)}}})
@@ -77,10 +79,10 @@ func (f *fixture) create(prompt string) *store.Run {
 func TestRunLifecycle(t *testing.T) {
 	f := newManager(t, t.TempDir(), 4, `cat PROMPT.md; echo; cat event-payload.json; echo; echo "attachments in $FACTORY_ATTACHMENTS_DIR"`)
 	r := f.create("# Fix the build\nThe nightly failed.")
-	if r.State != runtime.StateQueued || r.Title != "Fix the build" || len(r.Attachments) != 1 {
+	if r.State != factory.StateQueued || r.Title != "Fix the build" || len(r.Attachments) != 1 {
 		t.Fatalf("created %+v", r)
 	}
-	r = f.wait(r.ID, runtime.StateSucceeded)
+	r = f.wait(r.ID, factory.StateSucceeded)
 	if r.StartedAt == nil || !r.UpdatedAt.After(r.CreatedAt) || r.Turns != 1 {
 		t.Fatalf("finished %+v", r)
 	}
@@ -109,7 +111,7 @@ func TestRunsWaitInCreationOrder(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		ids = append(ids, f.create("run").ID)
 	}
-	f.wait(ids[3], runtime.StateSucceeded)
+	f.wait(ids[3], factory.StateSucceeded)
 	got, _ := os.ReadFile(log)
 	if strings.TrimSpace(string(got)) != strings.Join(ids, "\n") {
 		t.Fatalf("order or overlap:\n%s\nwant\n%s", got, strings.Join(ids, "\n"))
@@ -120,13 +122,13 @@ func TestCancel(t *testing.T) {
 	dir := t.TempDir()
 	f := newManager(t, dir, 1, `echo $$ > pid-$FACTORY_RUN_ID; echo working; sleep 30`)
 	running, queued := f.create("a"), f.create("b")
-	f.wait(running.ID, runtime.StateInProgress)
+	f.wait(running.ID, factory.StateInProgress)
 
 	// A queued run is cancelled without ever starting.
 	if _, err := f.m.Cancel(queued.ID); err != nil {
 		t.Fatal(err)
 	}
-	f.wait(queued.ID, runtime.StateCancelled)
+	f.wait(queued.ID, factory.StateCancelled)
 	if _, err := os.Stat(filepath.Join(f.m.Workspace(queued.ID), "pid-"+queued.ID)); err == nil {
 		t.Fatal("a cancelled queued run started")
 	}
@@ -139,7 +141,7 @@ func TestCancel(t *testing.T) {
 	if _, err := f.m.Cancel(running.ID); err != nil {
 		t.Fatal(err)
 	}
-	r := f.wait(running.ID, runtime.StateCancelled)
+	r := f.wait(running.ID, factory.StateCancelled)
 	b, _ := os.ReadFile(filepath.Join(f.m.Workspace(running.ID), "pid-"+running.ID))
 	os.WriteFile(filepath.Join(dir, "pid"), b, 0o644)
 	noneLeft(t, dir)
@@ -158,13 +160,13 @@ func TestFollowUps(t *testing.T) {
 	f := newManager(t, dir, 4, `echo "turn: [$FACTORY_FOLLOWUP]" >> turns; while [ ! -e `+gate+` ]; do sleep 0.02; done; echo done`)
 	os.WriteFile(gate, nil, 0o644)
 	r := f.create("start")
-	f.wait(r.ID, runtime.StateSucceeded)
+	f.wait(r.ID, factory.StateSucceeded)
 
 	// After the end: the run is continued, with the message.
 	if _, err := f.m.FollowUp(r.ID, "also run the tests"); err != nil {
 		t.Fatal(err)
 	}
-	r = f.wait(r.ID, runtime.StateSucceeded)
+	r = f.wait(r.ID, factory.StateSucceeded)
 	if r.Turns != 2 {
 		t.Fatalf("turns %d", r.Turns)
 	}
@@ -174,13 +176,13 @@ func TestFollowUps(t *testing.T) {
 	if _, err := f.m.FollowUp(r.ID, "first"); err != nil {
 		t.Fatal(err)
 	}
-	f.wait(r.ID, runtime.StateInProgress)
+	f.wait(r.ID, factory.StateInProgress)
 	f.m.FollowUp(r.ID, "second")
 	f.m.FollowUp(r.ID, "third")
 	os.WriteFile(gate, nil, 0o644)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, _ := f.s.Run(r.ID)
-		if got.Turns == 5 && got.State == runtime.StateSucceeded || time.Now().After(deadline) {
+		if got.Turns == 5 && got.State == factory.StateSucceeded || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -195,7 +197,7 @@ func TestRestartRecovery(t *testing.T) {
 	dir := t.TempDir()
 	f := newManager(t, dir, 1, `echo $$ > pid; sleep 30`)
 	busy, waiting := f.create("busy"), f.create("waiting")
-	f.wait(busy.ID, runtime.StateInProgress)
+	f.wait(busy.ID, factory.StateInProgress)
 	// Stop as a crash would leave it: the store says INPROGRESS and QUEUED.
 	// (A graceful stop ends in-progress runs ERROR itself; write the crash
 	// state back to test recovery.)
@@ -203,11 +205,11 @@ func TestRestartRecovery(t *testing.T) {
 	f.close = nil
 	s, _ := store.Open(filepath.Join(dir, "data"))
 	r, _ := s.Run(busy.ID)
-	if r.State != runtime.StateError || !r.StatusMessage.Retryable {
+	if r.State != factory.StateError || !r.StatusMessage.Retryable {
 		t.Fatalf("after a graceful stop: %+v %+v", r, r.StatusMessage)
 	}
 	prev := *r
-	r.State = runtime.StateInProgress
+	r.State = factory.StateInProgress
 	b := s.NewBatch()
 	b.PutRun(r, &prev)
 	b.Commit()
@@ -215,17 +217,17 @@ func TestRestartRecovery(t *testing.T) {
 	noneLeft(t, dir)
 
 	g := newManager(t, dir, 1, `echo restarted`)
-	r = g.wait(busy.ID, runtime.StateError)
+	r = g.wait(busy.ID, factory.StateError)
 	if !r.StatusMessage.Retryable || !strings.Contains(r.StatusMessage.Message, "send a follow-up") {
 		t.Fatalf("in progress at the crash: %+v", r.StatusMessage)
 	}
-	g.wait(waiting.ID, runtime.StateSucceeded)
+	g.wait(waiting.ID, factory.StateSucceeded)
 	// A follow-up continues the run that was cut short.
 	g.m.FollowUp(busy.ID, "go on")
-	g.wait(busy.ID, runtime.StateSucceeded)
+	g.wait(busy.ID, factory.StateSucceeded)
 }
 
-type storeRun = store.Run
+type storeRun = factory.Run
 
 func newStoreOnly(t *testing.T, dir string) *store.Store {
 	t.Helper()

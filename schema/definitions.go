@@ -3,68 +3,33 @@ package schema
 import (
 	"encoding/json"
 	"strings"
+
+	"factory"
 )
 
-// Auth modes of a webhook (seed §5).
-const (
-	AuthToken     = "token"
-	AuthURLToken  = "url_token"
-	AuthSignature = "signature"
-)
-
-// SchemeStandardWebhooks is the one signature scheme whose secret the
-// service may generate (definitions.md).
-const SchemeStandardWebhooks = "standard-webhooks"
-
-// Webhook is the definition of webhooks/<key>.yaml with defaults applied.
+// Webhook is the definition of webhooks/<key>.yaml with defaults applied,
+// and where it was read from.
 type Webhook struct {
-	Key              string `json:"-"` // the file's <name>: the webhook's identity
-	Name             string `json:"name"`
-	Description      string `json:"description,omitempty"`
-	AuthMode         string `json:"authMode"`
-	SignatureScheme  string `json:"signatureScheme,omitempty"`
-	SecretName       string `json:"secretName,omitempty"`
-	DeliveryIDHeader string `json:"deliveryIdHeader,omitempty"`
-	Enabled          bool   `json:"enabled"`
-
+	factory.WebhookSpec
+	Key string    `json:"-"` // the file's <name>: the webhook's identity
 	Doc *Document `json:"-"`
 }
 
-// GeneratesSecret reports whether the service generates this webhook's
-// secret, which it does when no secretName is given (definitions.md).
-func (w *Webhook) GeneratesSecret() bool { return w.SecretName == "" }
-
-// Automation is the definition of automations/<key>.md with defaults applied.
+// Automation is the definition of automations/<key>.md with defaults
+// applied, and where it was read from.
 type Automation struct {
-	Key      string          `json:"-"`
-	Title    string          `json:"title"`
-	Enabled  bool            `json:"enabled"`
-	Triggers []Trigger       `json:"triggers"`
-	Config   json.RawMessage `json:"config,omitempty"` // AmbientAgentConfig, canonical JSON
-	Prompt   string          `json:"prompt"`
-
+	factory.AutomationSpec
+	Key string    `json:"-"`
 	Doc *Document `json:"-"`
 }
 
-// Trigger starts a run when a delivery of a selected webhook matches the
-// payload filter.
-type Trigger struct {
-	Provider string        `json:"provider"`
-	Event    string        `json:"event"`
-	Filter   TriggerFilter `json:"filter"`
-}
-
-// TriggerFilter selects webhooks by UID and deliveries by payload.
-type TriggerFilter struct {
-	WebhookIDs []string        `json:"webhook_ids"`
-	Payload    json.RawMessage `json:"payload,omitempty"` // canonical JSON
-}
-
-// FactoryFile is the optional factory.yaml.
-type FactoryFile struct {
-	Description    string `json:"description,omitempty"`
-	WebhookBaseURL string `json:"webhookBaseUrl,omitempty"`
-}
+// Trigger, TriggerFilter and FactoryFile are the domain's: the definition
+// files say them as the store keeps them.
+type (
+	Trigger       = factory.Trigger
+	TriggerFilter = factory.TriggerFilter
+	FactoryFile   = factory.Settings
+)
 
 // ParseWebhook decodes and validates webhooks/<key>.yaml.
 func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
@@ -78,7 +43,7 @@ func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
 		w.Name = key
 	}
 	if w.AuthMode == "" {
-		w.AuthMode = AuthToken
+		w.AuthMode = factory.AuthToken
 	}
 	return &w, nil
 }

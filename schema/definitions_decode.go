@@ -2,6 +2,8 @@ package schema
 
 import (
 	"encoding/json"
+
+	"factory"
 )
 
 // The functions below build typed definitions from validated JSON values.
@@ -34,7 +36,7 @@ func canonical(v any) json.RawMessage {
 }
 
 func webhookFrom(m map[string]any) Webhook {
-	return Webhook{
+	return Webhook{WebhookSpec: factory.WebhookSpec{
 		Name:             str(m, "name"),
 		Description:      str(m, "description"),
 		AuthMode:         str(m, "authMode"),
@@ -42,11 +44,11 @@ func webhookFrom(m map[string]any) Webhook {
 		SecretName:       str(m, "secretName"),
 		DeliveryIDHeader: str(m, "deliveryIdHeader"),
 		Enabled:          boolOr(m, "enabled", true),
-	}
+	}}
 }
 
 func automationFrom(m map[string]any) Automation {
-	a := Automation{Title: str(m, "title"), Enabled: boolOr(m, "enabled", true), Config: canonical(m["config"])}
+	a := Automation{AutomationSpec: factory.AutomationSpec{Title: str(m, "title"), Enabled: boolOr(m, "enabled", true), Config: canonical(m["config"])}}
 	triggers, _ := m["triggers"].([]any)
 	for _, t := range triggers {
 		tm, _ := t.(map[string]any)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"time"
 
+	"factory"
+
 	"factory/store"
 )
 
@@ -27,7 +29,7 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 
 // Create stores a new secret. A nil value is generated (43 URL-safe
 // characters) and returned, for the caller to show once.
-func Create(s *store.Store, kr *Keyring, name string, value []byte, requireURLSafe bool, now time.Time) (*store.Secret, []byte, error) {
+func Create(s *store.Store, kr *Keyring, name string, value []byte, requireURLSafe bool, now time.Time) (*factory.Secret, []byte, error) {
 	if !ValidName(name) {
 		return nil, nil, fmt.Errorf("%w: secret name %q must be a letter or digit, then letters, digits, '.', '_' or '-' (at most 128)", ErrInvalid, name)
 	}
@@ -40,7 +42,7 @@ func Create(s *store.Store, kr *Keyring, name string, value []byte, requireURLSa
 	if err != nil {
 		return nil, nil, err
 	}
-	sec := &store.Secret{Name: name, Version: 1, URLSafe: URLSafe(value), CreatedAt: now, RotatedAt: now}
+	sec := &factory.Secret{Name: name, Version: 1, URLSafe: URLSafe(value), CreatedAt: now, RotatedAt: now}
 	if err := put(s, kr, sec, value); err != nil {
 		return nil, nil, err
 	}
@@ -50,7 +52,7 @@ func Create(s *store.Store, kr *Keyring, name string, value []byte, requireURLSa
 // Rotate replaces a secret's value, generating one when value is nil. A
 // secret generated for a webhook is rotated by generating again, in its
 // format, and its new value can be revealed once.
-func Rotate(s *store.Store, kr *Keyring, name string, value []byte, now time.Time) (*store.Secret, []byte, error) {
+func Rotate(s *store.Store, kr *Keyring, name string, value []byte, now time.Time) (*factory.Secret, []byte, error) {
 	old, err := s.Secret(name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, fmt.Errorf("%w: no secret %q: create it with factory secrets create %s", ErrNotFound, name, name)
@@ -121,7 +123,7 @@ func checkValue(value []byte, requireURLSafe bool, gen func() []byte) (v, genera
 	return value, nil, nil
 }
 
-func put(s *store.Store, kr *Keyring, sec *store.Secret, value []byte) error {
+func put(s *store.Store, kr *Keyring, sec *factory.Secret, value []byte) error {
 	sealed, err := kr.Seal(sec.Name, value)
 	if err != nil {
 		return err

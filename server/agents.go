@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"factory"
+
 	"factory/cursor"
 	"factory/runtime"
 	"factory/schema"
@@ -35,7 +37,7 @@ const (
 )
 
 func (s *Server) agentRoutes(mux *http.ServeMux) {
-	runs := func(h handler) http.Handler { return s.auth(store.ScopeRuns, s.needRuns(h)) }
+	runs := func(h handler) http.Handler { return s.auth(factory.ScopeRuns, s.needRuns(h)) }
 	mux.Handle("POST /v1/agent/run", runs(s.createRun))
 	mux.Handle("POST /v1/agent/runs", runs(s.createRun))
 	mux.Handle("GET /v1/agent/runs", runs(s.listRuns))
@@ -213,7 +215,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		req.Attachments = append(req.Attachments, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
 	}
 	if key != nil {
-		req.Creator = &store.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
+		req.Creator = &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
 	}
 	run, err := s.cfg.Runs.Create(req)
 	if errors.Is(err, runtime.ErrUnknownEnvironment) {
@@ -235,7 +237,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	return nil
 }
 
-func (s *Server) factoryByForeman(uid string) (*store.Factory, error) {
+func (s *Server) factoryByForeman(uid string) (*factory.Factory, error) {
 	fs, err := s.store.Factories()
 	if err != nil {
 		return nil, err
@@ -247,9 +249,6 @@ func (s *Server) factoryByForeman(uid string) (*store.Factory, error) {
 	}
 	return nil, errorf(CodeInvalidRequest, fmt.Sprintf("agent_identity_uid: no factory has the foreman UID %s", uid))
 }
-
-var runStates = map[string]bool{runtime.StateQueued: true, runtime.StateInProgress: true, runtime.StateSucceeded: true,
-	runtime.StateFailed: true, runtime.StateCancelled: true, runtime.StateError: true, runtime.StateBlocked: true}
 
 // parseTime accepts RFC 3339; a value without a zone is UTC.
 func parseTime(v string) (time.Time, error) {
@@ -285,9 +284,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return errorf(CodeInvalidRequest, "sort_order: must be desc or asc")
 	}
-	for _, st := range qs["state"] {
-		if !runStates[st] {
-			return errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", st))
+	for _, v := range qs["state"] {
+		st, ok := factory.ParseRunState(v)
+		if !ok {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", v))
 		}
 		q.States = append(q.States, st)
 	}
@@ -318,7 +318,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	} else if !updatedAfter.IsZero() {
 		q.MinNanos = updatedAfter.UnixNano() + 1
 	}
-	q.Matches = func(run *store.Run) bool {
+	q.Matches = func(run *factory.Run) bool {
 		return (createdAfter.IsZero() || run.CreatedAt.After(createdAfter)) &&
 			(createdBefore.IsZero() || run.CreatedAt.Before(createdBefore)) &&
 			(updatedAfter.IsZero() || run.UpdatedAt.After(updatedAfter))
@@ -351,9 +351,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := []runtime.RunItem{}
+	items := []factory.RunItem{}
 	for _, run := range page.Runs {
-		items = append(items, runtime.Item(run))
+		items = append(items, run.Item())
 	}
 	info := PageInfo{HasNextPage: page.More}
 	if page.More {
@@ -382,7 +382,7 @@ func runQueryScope(qs url.Values) string {
 	return "runs?" + strings.Join(parts, "&")
 }
 
-func (s *Server) runOf(r *http.Request) (*store.Run, error) {
+func (s *Server) runOf(r *http.Request) (*factory.Run, error) {
 	run, err := s.store.Run(r.PathValue("runId"))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
@@ -395,7 +395,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, runtime.Item(run))
+	writeJSON(w, http.StatusOK, run.Item())
 	return nil
 }
 
@@ -409,7 +409,7 @@ func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if events == nil {
-		events = []*store.RunEvent{}
+		events = []*factory.RunEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events})
 	return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/reconciler"
 	"factory/runtime"
 	"factory/secrets"
@@ -37,7 +39,7 @@ func FuzzAgentsAPIInput(f *testing.F) {
 	s := New(Config{Runs: runs}, &reconciler.Applier{Store: st, Keyring: kr}, log)
 	key := "fk_fuzz_key_000000000000000000000000000000"
 	b := st.NewBatch()
-	b.PutAPIKey(key, &store.APIKey{Name: "fuzz", Scope: store.ScopeRuns, Prefix: key[:8], CreatedAt: time.Now()})
+	b.PutAPIKey(key, &factory.APIKey{Name: "fuzz", Scope: factory.ScopeRuns, Prefix: key[:8], CreatedAt: time.Now()})
 	b.Commit()
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, body, query string) {

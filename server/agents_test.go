@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/client"
 	"factory/runtime"
 	"factory/store"
@@ -26,7 +28,7 @@ func runsServer(t *testing.T, max int, script string) *harness {
 	t.Helper()
 	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
 		b := s.NewBatch()
-		b.PutAPIKey(runsKey, &store.APIKey{Name: "ci", Scope: store.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
+		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
 		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", MaxConcurrent: max,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -341,7 +343,7 @@ func TestFactoryDispatch(t *testing.T) {
 	root := t.TempDir()
 	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
 		b := s.NewBatch()
-		b.PutAPIKey(runsKey, &store.APIKey{Name: "ci", Scope: store.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
+		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
 		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/reconciler"
 	"factory/runtime"
 	"factory/server"
@@ -41,7 +43,7 @@ func TestDeliveriesStartRuns(t *testing.T) {
 
 	body := "{\"pipeline\": \"nightly\",\n \"status\": \"failed\"}"
 	id := deliveryID(t, post(t, ci.url, "", body, "Authorization", "Bearer "+ci.secret, "X-Service-Delivery-Id", "b-1"))
-	var d *store.Delivery
+	var d *factory.Delivery
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, err := h.c.Delivery(ctx, ci.uid, id)
 		if err == nil && len(got.RunIDs) > 0 {
@@ -55,10 +57,10 @@ func TestDeliveriesStartRuns(t *testing.T) {
 	if len(d.RunIDs) != 1 {
 		t.Fatalf("runs started: %v, want exactly one", d.RunIDs)
 	}
-	var run *store.Run
+	var run *factory.Run
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		run, err = h.store.Run(d.RunIDs[0])
-		if err == nil && run.State == runtime.StateSucceeded {
+		if err == nil && run.State == factory.StateSucceeded {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -85,10 +87,10 @@ func TestDeliveriesStartRuns(t *testing.T) {
 		t.Fatalf("suspended: %d", a.status)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if got, _ := h.c.Delivery(ctx, ci.uid, dup); got.Label != store.LabelDuplicate || len(got.RunIDs) != 0 {
+	if got, _ := h.c.Delivery(ctx, ci.uid, dup); got.Label != factory.LabelDuplicate || len(got.RunIDs) != 0 {
 		t.Fatalf("the duplicate: %+v", got.Delivery)
 	}
-	all, _ := h.store.RunsInState(runtime.StateQueued, runtime.StateInProgress, runtime.StateSucceeded, runtime.StateFailed, runtime.StateError)
+	all, _ := h.store.RunsInState(factory.StateQueued, factory.StateInProgress, factory.StateSucceeded, factory.StateFailed, factory.StateError)
 	if len(all) != 1 {
 		t.Fatalf("%d runs in all, want 1", len(all))
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/automations"
 	"factory/reconciler"
 	"factory/runtime"
@@ -140,7 +142,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	defer s.Close()
 	for id, body := range accepted {
 		d, err := s.Delivery(uid, id)
-		if err != nil || d.Label != store.LabelAccepted {
+		if err != nil || d.Label != factory.LabelAccepted {
 			t.Fatalf("delivery %s answered 202 but is not in the log: %v", id, err)
 		}
 		p, err := s.DeliveryPayload(uid, id)
@@ -164,7 +166,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	logged, _, _ := s.Deliveries(uid, "", 1<<20)
 	acceptedInLog := 0
 	for _, d := range logged {
-		if d.Label == store.LabelAccepted {
+		if d.Label == factory.LabelAccepted {
 			acceptedInLog++
 		}
 	}
@@ -172,7 +174,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	// automations); the rest is still queued, and nothing is in both.
 	evaluated := 0
 	for _, d := range logged {
-		if d.Label != store.LabelAccepted {
+		if d.Label != factory.LabelAccepted {
 			continue
 		}
 		if seen[d.ID] == 0 {
@@ -193,7 +195,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if err := (&automations.Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Drain(); err != nil {
 		t.Fatal(err)
 	}
-	runs, err := s.RunsInState(runtime.StateQueued, runtime.StateInProgress, runtime.StateSucceeded, runtime.StateFailed, runtime.StateError, runtime.StateCancelled)
+	runs, err := s.RunsInState(factory.StateQueued, factory.StateInProgress, factory.StateSucceeded, factory.StateFailed, factory.StateError, factory.StateCancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +205,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	}
 	logged, _, _ = s.Deliveries(uid, "", 1<<20)
 	for _, d := range logged {
-		if d.Label == store.LabelAccepted && (perDelivery[d.ID] != 1 || len(d.RunIDs) != 1) {
+		if d.Label == factory.LabelAccepted && (perDelivery[d.ID] != 1 || len(d.RunIDs) != 1) {
 			t.Fatalf("delivery %s: %d runs, record lists %v", d.ID, perDelivery[d.ID], d.RunIDs)
 		}
 	}

@@ -9,15 +9,16 @@ import (
 	"net/http"
 	"strconv"
 
+	"factory"
+
 	"factory/cursor"
-	"factory/reconciler"
 	"factory/store"
 )
 
 // DeliveryView is a delivery as the admin API shows it; Payload is set on
 // the single-delivery endpoint for accepted deliveries.
 type DeliveryView struct {
-	*store.Delivery
+	*factory.Delivery
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
@@ -50,7 +51,7 @@ func (s *Server) cursorKey() ([]byte, error) {
 
 // anyWebhook finds a webhook by UID, deleted ones included: a deleted
 // webhook's log stays readable for its retention period.
-func (s *Server) anyWebhook(uid string) (*store.Webhook, error) {
+func (s *Server) anyWebhook(uid string) (*factory.Webhook, error) {
 	w, err := s.store.WebhookByUID(uid)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errorf(CodeNotFound, fmt.Sprintf("no webhook %s", uid))
@@ -86,7 +87,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ds == nil {
-		ds = []*store.Delivery{}
+		ds = []*factory.Delivery{}
 	}
 	page := PageInfo{HasNextPage: more}
 	if more {
@@ -109,7 +110,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := DeliveryView{Delivery: d}
-	if d.Label == store.LabelAccepted {
+	if d.Label == factory.LabelAccepted {
 		if p, err := s.store.DeliveryPayload(wh.UID, d.ID); err == nil {
 			v.Payload = p
 		}
@@ -133,12 +134,12 @@ func (s *Server) suspend(suspended bool) handler {
 	}
 }
 
-func (s *Server) writeWebhook(w http.ResponseWriter, wh *store.Webhook) error {
+func (s *Server) writeWebhook(w http.ResponseWriter, wh *factory.Webhook) error {
 	f, err := s.store.Factory(wh.Factory)
 	if err != nil {
 		return err
 	}
-	st := reconciler.BuildStatus(f, []*store.Webhook{wh}, nil, s.cfg.PublicURL)
+	st := factory.BuildStatus(f, []*factory.Webhook{wh}, nil, s.cfg.PublicURL)
 	writeJSON(w, http.StatusOK, webhookView{WebhookStatus: st.Webhooks[0], FactoryUID: f.UID})
 	return nil
 }

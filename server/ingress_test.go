@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/client"
 	"factory/reconciler"
 	"factory/server"
-	"factory/store"
 )
 
 // ingressFactory is a factory directory with one webhook of each kind the
@@ -129,13 +130,13 @@ func TestIngressStatusesAndLabels(t *testing.T) {
 		label  string // "" when nothing is logged
 	}{
 		{"unknown webhook", h.url + "/webhooks/w/wh_00000000000000000000", `{}`, nil, 404, ""},
-		{"no credential", tok.url, `{}`, nil, 401, store.LabelRejectedAuth},
-		{"wrong token", tok.url, `{}`, []string{"Authorization", "Bearer nope"}, 401, store.LabelRejectedAuth},
-		{"too large", tok.url, `"` + strings.Repeat("x", 256<<10) + `"`, []string{"Authorization", bearer}, 413, store.LabelRejectedTooLarge},
-		{"not JSON", tok.url, `{"a":`, []string{"Authorization", bearer}, 400, store.LabelRejectedJSON},
-		{"accepted object", tok.url, `{"action":"opened"}`, []string{"Authorization", bearer}, 202, store.LabelAccepted},
-		{"accepted scalar", tok.url, `42`, []string{"Authorization", bearer}, 202, store.LabelAccepted},
-		{"duplicate", tok.url, `42`, []string{"Authorization", bearer}, 202, store.LabelDuplicate},
+		{"no credential", tok.url, `{}`, nil, 401, factory.LabelRejectedAuth},
+		{"wrong token", tok.url, `{}`, []string{"Authorization", "Bearer nope"}, 401, factory.LabelRejectedAuth},
+		{"too large", tok.url, `"` + strings.Repeat("x", 256<<10) + `"`, []string{"Authorization", bearer}, 413, factory.LabelRejectedTooLarge},
+		{"not JSON", tok.url, `{"a":`, []string{"Authorization", bearer}, 400, factory.LabelRejectedJSON},
+		{"accepted object", tok.url, `{"action":"opened"}`, []string{"Authorization", bearer}, 202, factory.LabelAccepted},
+		{"accepted scalar", tok.url, `42`, []string{"Authorization", bearer}, 202, factory.LabelAccepted},
+		{"duplicate", tok.url, `42`, []string{"Authorization", bearer}, 202, factory.LabelDuplicate},
 		{"token segment on a token webhook", tok.url + "/" + tok.secret, `{}`, []string{"Authorization", bearer}, 404, ""},
 	}
 	for _, c := range cases {
@@ -178,7 +179,7 @@ func TestIngressStatusesAndLabels(t *testing.T) {
 		t.Fatalf("payload: %v %q %+v", err, d.Payload, d.Delivery)
 	}
 	for _, rec := range h.log(tok.uid) {
-		if rec.Label != store.LabelAccepted {
+		if rec.Label != factory.LabelAccepted {
 			if full, _ := h.c.Delivery(context.Background(), tok.uid, rec.ID); len(full.Payload) != 0 {
 				t.Fatalf("a %s record kept a payload", rec.Label)
 			}
@@ -213,7 +214,7 @@ func TestIngressDuplicates(t *testing.T) {
 			t.Fatalf("%s: the duplicate got the same delivery_id", name)
 		}
 		d, err := h.c.Delivery(context.Background(), uid, id2)
-		if err != nil || d.Label != store.LabelDuplicate || d.DuplicateOf != id1 || d.IdentitySource != source {
+		if err != nil || d.Label != factory.LabelDuplicate || d.DuplicateOf != id1 || d.IdentitySource != source {
 			t.Fatalf("%s: %v %+v", name, err, d.Delivery)
 		}
 	}
@@ -281,7 +282,7 @@ func TestIngressFailedAuthFlood(t *testing.T) {
 	deliveryID(t, post(t, tok.url, "127.0.0.1", `{}`, "Authorization", "Bearer "+tok.secret))
 	rejected := 0
 	for _, d := range h.log(tok.uid) {
-		if d.Label == store.LabelRejectedAuth {
+		if d.Label == factory.LabelRejectedAuth {
 			rejected++
 			if d.ClientAddr != "127.0.0.2" || d.Reason != "the bearer token does not match" {
 				t.Fatalf("record %+v", d.Delivery)

@@ -5,12 +5,13 @@ import (
 	"strconv"
 	"time"
 
+	"factory"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"factory/reconciler"
-	"factory/store"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own so
@@ -77,7 +78,7 @@ func (m *metrics) observe(factory string, outcome reconciler.Outcome, d time.Dur
 }
 
 // status mirrors a factory's record.
-func (m *metrics) status(f *store.Factory) {
+func (m *metrics) status(f *factory.Factory) {
 	ready := 0.0
 	if f.Ready {
 		ready = 1

@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"factory"
+
 	"factory/secrets"
-	"factory/store"
 )
 
 // maxAdminBody bounds the JSON body of an admin call.
@@ -57,8 +58,8 @@ type SecretRequest struct {
 
 // SecretResponse carries a secret's metadata and, once, a generated value.
 type SecretResponse struct {
-	Secret *store.Secret `json:"secret"`
-	Value  string        `json:"value,omitempty"`
+	Secret *factory.Secret `json:"secret"`
+	Value  string          `json:"value,omitempty"`
 }
 
 func (q SecretRequest) value() []byte {
@@ -74,7 +75,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if secs == nil {
-		secs = []*store.Secret{}
+		secs = []*factory.Secret{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"secrets": secs})
 	return nil

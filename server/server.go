@@ -90,7 +90,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	var accepted func(store.QueueItem)
 	if cfg.Runs != nil {
 		s.metrics.runGauges(cfg.Runs.Counts)
-		cfg.Runs.OnFinished(func(state string) { s.metrics.runsEnded.WithLabelValues(state).Inc() })
+		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Queued
@@ -362,22 +362,22 @@ func (s *Server) Handler() http.Handler {
 	// methods get 405 with Allow: POST from the mux).
 	mux.Handle("POST /webhooks/w/{uid}", s.ingress)
 	mux.Handle("POST /webhooks/w/{uid}/{token}", s.ingress)
-	mux.Handle("GET /v1/factories", s.auth(store.ScopeRuns, s.listFactories))
-	mux.Handle("GET /v1/factories/{uid}", s.auth(store.ScopeRuns, s.getFactory))
-	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(store.ScopeAdmin, s.syncFactory))
-	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(store.ScopeAdmin, s.factoryState))
+	mux.Handle("GET /v1/factories", s.auth(factory.ScopeRuns, s.listFactories))
+	mux.Handle("GET /v1/factories/{uid}", s.auth(factory.ScopeRuns, s.getFactory))
+	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(factory.ScopeAdmin, s.syncFactory))
+	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(factory.ScopeAdmin, s.factoryState))
 	s.agentRoutes(mux)
-	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(store.ScopeAdmin, s.testFilter))
-	mux.Handle("GET /v1/webhooks/{uid}", s.auth(store.ScopeAdmin, s.getWebhook))
-	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(store.ScopeAdmin, s.revealSecret))
-	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(store.ScopeAdmin, s.suspend(true)))
-	mux.Handle("POST /v1/webhooks/{uid}/resume", s.auth(store.ScopeAdmin, s.suspend(false)))
-	mux.Handle("GET /v1/webhooks/{uid}/deliveries", s.auth(store.ScopeAdmin, s.listDeliveries))
-	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", s.auth(store.ScopeAdmin, s.getDelivery))
-	mux.Handle("GET /v1/secrets", s.auth(store.ScopeAdmin, s.listSecrets))
-	mux.Handle("POST /v1/secrets", s.auth(store.ScopeAdmin, s.createSecret))
-	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(store.ScopeAdmin, s.rotateSecret))
-	mux.Handle("DELETE /v1/secrets/{name}", s.auth(store.ScopeAdmin, s.deleteSecret))
+	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(factory.ScopeAdmin, s.testFilter))
+	mux.Handle("GET /v1/webhooks/{uid}", s.auth(factory.ScopeAdmin, s.getWebhook))
+	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(factory.ScopeAdmin, s.revealSecret))
+	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(factory.ScopeAdmin, s.suspend(true)))
+	mux.Handle("POST /v1/webhooks/{uid}/resume", s.auth(factory.ScopeAdmin, s.suspend(false)))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries", s.auth(factory.ScopeAdmin, s.listDeliveries))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", s.auth(factory.ScopeAdmin, s.getDelivery))
+	mux.Handle("GET /v1/secrets", s.auth(factory.ScopeAdmin, s.listSecrets))
+	mux.Handle("POST /v1/secrets", s.auth(factory.ScopeAdmin, s.createSecret))
+	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(factory.ScopeAdmin, s.rotateSecret))
+	mux.Handle("DELETE /v1/secrets/{name}", s.auth(factory.ScopeAdmin, s.deleteSecret))
 	return mux
 }
 
@@ -416,8 +416,8 @@ func (s *Server) auth(scope string, h handler) http.Handler {
 type apiKeyContext struct{}
 
 // callerKey is the API key a request was authenticated with.
-func callerKey(r *http.Request) *store.APIKey {
-	k, _ := r.Context().Value(apiKeyContext{}).(*store.APIKey)
+func callerKey(r *http.Request) *factory.APIKey {
+	k, _ := r.Context().Value(apiKeyContext{}).(*factory.APIKey)
 	return k
 }
 
@@ -442,15 +442,15 @@ func (s *Server) listFactories(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []reconciler.FactorySummary{}
+	out := []factory.FactorySummary{}
 	for _, f := range fs {
-		out = append(out, reconciler.Summary(f))
+		out = append(out, factory.Summary(f))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"factories": out})
 	return nil
 }
 
-func (s *Server) factoryByUID(uid string) (*store.Factory, error) {
+func (s *Server) factoryByUID(uid string) (*factory.Factory, error) {
 	fs, err := s.store.Factories()
 	if err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/client"
 	"factory/reconciler"
 	"factory/reconciler/gitsource"
@@ -53,7 +55,7 @@ func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, s
 		t.Fatal(err)
 	}
 	b := s.NewBatch()
-	b.PutAPIKey(adminKey, &store.APIKey{Name: "admin", Scope: store.ScopeAdmin, CreatedAt: time.Now()})
+	b.PutAPIKey(adminKey, &factory.APIKey{Name: "admin", Scope: factory.ScopeAdmin, CreatedAt: time.Now()})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, s
 	return &harness{t: t, url: u, c: client.New(u, adminKey), store: s}
 }
 
-func (h *harness) status(name string) *reconciler.FactoryStatus {
+func (h *harness) status(name string) *factory.FactoryStatus {
 	h.t.Helper()
 	st, err := h.c.Factory(context.Background(), name)
 	if err != nil {
@@ -96,7 +98,7 @@ func (h *harness) status(name string) *reconciler.FactoryStatus {
 }
 
 // eventually polls a condition on the factory's status for up to 10 s.
-func (h *harness) eventually(name, what string, ok func(*reconciler.FactoryStatus) bool) *reconciler.FactoryStatus {
+func (h *harness) eventually(name, what string, ok func(*factory.FactoryStatus) bool) *factory.FactoryStatus {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -111,7 +113,7 @@ func (h *harness) eventually(name, what string, ok func(*reconciler.FactoryStatu
 	}
 }
 
-func webhookNames(st *reconciler.FactoryStatus) string {
+func webhookNames(st *factory.FactoryStatus) string {
 	var n []string
 	for _, w := range st.Webhooks {
 		n = append(n, w.Name+"="+w.AuthMode)
@@ -150,11 +152,11 @@ func TestGitSource(t *testing.T) {
 
 	// A commit is applied within an interval or so.
 	c2 := remote.Commit("two", map[string]string{"webhooks/b.yaml": "authMode: url_token\n"})
-	h.eventually("acme", "the second commit", func(st *reconciler.FactoryStatus) bool { return st.Revision == "main@sha1:"+c2.String() })
+	h.eventually("acme", "the second commit", func(st *factory.FactoryStatus) bool { return st.Revision == "main@sha1:"+c2.String() })
 
 	// A bad commit is refused; the last good revision keeps serving.
 	c3 := remote.Commit("bad", map[string]string{"webhooks/a.yaml": "authMode: nope\n"})
-	st = h.eventually("acme", "the bad commit refused", func(st *reconciler.FactoryStatus) bool { return !st.Ready })
+	st = h.eventually("acme", "the bad commit refused", func(st *factory.FactoryStatus) bool { return !st.Ready })
 	if st.Revision != "main@sha1:"+c2.String() || st.AttemptedRevision != "main@sha1:"+c3.String() ||
 		!strings.Contains(*st.Error, "webhooks/a.yaml:1:11: /authMode: must be one of token, url_token, signature") ||
 		webhookNames(st) != "a=token,b=url_token" || st.Webhooks[0].UID != uidA {
@@ -163,14 +165,14 @@ func TestGitSource(t *testing.T) {
 
 	// Fixing it recovers.
 	c4 := remote.Commit("fix", map[string]string{"webhooks/a.yaml": "authMode: url_token\n"})
-	st = h.eventually("acme", "the fix", func(st *reconciler.FactoryStatus) bool { return st.Ready && st.Revision == "main@sha1:"+c4.String() })
+	st = h.eventually("acme", "the fix", func(st *factory.FactoryStatus) bool { return st.Ready && st.Revision == "main@sha1:"+c4.String() })
 	if webhookNames(st) != "a=url_token,b=url_token" || st.Webhooks[0].UID != uidA {
 		t.Fatalf("after the fix: %s", webhookNames(st))
 	}
 
 	// A force-push to an older commit is applied.
 	remote.ResetMain(c1)
-	st = h.eventually("acme", "the force-push", func(st *reconciler.FactoryStatus) bool { return st.Revision == "main@sha1:"+c1.String() })
+	st = h.eventually("acme", "the force-push", func(st *factory.FactoryStatus) bool { return st.Revision == "main@sha1:"+c1.String() })
 	if webhookNames(st) != "a=token" || st.Webhooks[0].UID != uidA {
 		t.Fatalf("after the force-push: %s", webhookNames(st))
 	}
@@ -225,7 +227,7 @@ func TestGitRemoteUnreachableThenBack(t *testing.T) {
 	if err := os.Rename(strings.TrimPrefix(remote.URL, "file://"), filepath.Join(root, "later.git")); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("acme", "recovery", func(st *reconciler.FactoryStatus) bool { return st.Ready && len(st.Webhooks) == 1 })
+	h.eventually("acme", "recovery", func(st *factory.FactoryStatus) bool { return st.Ready && len(st.Webhooks) == 1 })
 }
 
 func TestWatchedDirectory(t *testing.T) {
@@ -242,13 +244,13 @@ func TestWatchedDirectory(t *testing.T) {
 	// A webhooks/ folder created after start is picked up.
 	os.Mkdir(filepath.Join(root, "webhooks"), 0o755)
 	os.WriteFile(filepath.Join(root, "webhooks", "a.yaml"), []byte("authMode: token\n"), 0o644)
-	h.eventually("dir", "a new folder", func(st *reconciler.FactoryStatus) bool { return webhookNames(st) == "a=token" })
+	h.eventually("dir", "a new folder", func(st *factory.FactoryStatus) bool { return webhookNames(st) == "a=token" })
 
 	// An editor-style save: a temporary file renamed over the old one.
 	tmp := filepath.Join(root, "webhooks", ".a.yaml.tmp")
 	os.WriteFile(tmp, []byte("authMode: url_token\n"), 0o644)
 	os.Rename(tmp, filepath.Join(root, "webhooks", "a.yaml"))
-	h.eventually("dir", "an atomic save", func(st *reconciler.FactoryStatus) bool { return webhookNames(st) == "a=url_token" })
+	h.eventually("dir", "an atomic save", func(st *factory.FactoryStatus) bool { return webhookNames(st) == "a=url_token" })
 
 	// A burst of 100 writes is one apply.
 	time.Sleep(300 * time.Millisecond)
@@ -256,7 +258,7 @@ func TestWatchedDirectory(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		os.WriteFile(filepath.Join(root, "webhooks", fmt.Sprintf("b%d.yaml", i%5)), []byte(fmt.Sprintf("description: write %d\n", i)), 0o644)
 	}
-	h.eventually("dir", "the burst", func(st *reconciler.FactoryStatus) bool { return len(st.Webhooks) == 6 })
+	h.eventually("dir", "the burst", func(st *factory.FactoryStatus) bool { return len(st.Webhooks) == 6 })
 	time.Sleep(300 * time.Millisecond)
 	if after := h.metric("factory_syncs_total", `factory="dir",outcome="applied"`); after != before+1 {
 		t.Fatalf("a burst of 100 writes made %v applies, want 1", after-before)
@@ -264,7 +266,7 @@ func TestWatchedDirectory(t *testing.T) {
 
 	// A deleted file deletes the webhook.
 	os.Remove(filepath.Join(root, "webhooks", "a.yaml"))
-	h.eventually("dir", "a deletion", func(st *reconciler.FactoryStatus) bool {
+	h.eventually("dir", "a deletion", func(st *factory.FactoryStatus) bool {
 		return len(st.Webhooks) == 5 && !strings.Contains(webhookNames(st), "a=")
 	})
 }

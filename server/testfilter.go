@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"factory"
+
 	"factory/filter"
 	"factory/store"
 )
@@ -48,8 +50,8 @@ func TestFilter(s *store.Store, automationUID, deliveryID string) (*TestResult, 
 	if err != nil {
 		return nil, err
 	}
-	var d *store.Delivery
-	var hook *store.Webhook
+	var d *factory.Delivery
+	var hook *factory.Webhook
 	for _, w := range hooks {
 		if got, err := s.Delivery(w.UID, deliveryID); err == nil {
 			d, hook = got, w
@@ -59,7 +61,7 @@ func TestFilter(s *store.Store, automationUID, deliveryID string) (*TestResult, 
 	if d == nil {
 		return nil, errorf(CodeNotFound, fmt.Sprintf("no delivery %s to a webhook of factory %s", deliveryID, a.Factory))
 	}
-	if d.Label != store.LabelAccepted {
+	if d.Label != factory.LabelAccepted {
 		return nil, errorf(CodeConflict, fmt.Sprintf("delivery %s was logged %s: rejected and duplicate deliveries have no stored payload to test against", d.ID, d.Label))
 	}
 	body, err := s.DeliveryPayload(hook.UID, d.ID)

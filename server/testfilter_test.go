@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"factory"
+
 	"factory/client"
 	"factory/reconciler"
 	"factory/server"
-	"factory/store"
 )
 
 func TestTestFilter(t *testing.T) {
@@ -37,7 +38,7 @@ func TestTestFilter(t *testing.T) {
 	closed := deliveryID(t, post(t, tok.url, "", `{"action":"closed","issue":{}}`, "Authorization", bearer))
 	post(t, tok.url, "", `not json`, "Authorization", bearer)
 	rejected := h.log(tok.uid)[0]
-	if rejected.Label != store.LabelRejectedJSON {
+	if rejected.Label != factory.LabelRejectedJSON {
 		t.Fatalf("setup: %+v", rejected.Delivery)
 	}
 

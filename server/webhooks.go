@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"factory/reconciler"
+	"factory"
+
 	"factory/secrets"
 	"factory/store"
 )
@@ -13,7 +14,7 @@ import (
 // RevealSecret returns a webhook's generated secret, once: it is marked
 // revealed durably before it is returned, so a crash may lose the one
 // showing but can never show it twice. Later calls are conflicts.
-func RevealSecret(s *store.Store, kr *secrets.Keyring, w *store.Webhook) ([]byte, error) {
+func RevealSecret(s *store.Store, kr *secrets.Keyring, w *factory.Webhook) ([]byte, error) {
 	sec, err := s.Secret(w.SecretName)
 	if err != nil {
 		return nil, fmt.Errorf("read secret %s: %w", w.SecretName, err)
@@ -48,11 +49,11 @@ func RevealSecret(s *store.Store, kr *secrets.Keyring, w *store.Webhook) ([]byte
 // webhookView is GET /v1/webhooks/{uid}: the webhook as status shows it,
 // with its factory's UID.
 type webhookView struct {
-	reconciler.WebhookStatus
+	factory.WebhookStatus
 	FactoryUID string `json:"factory_uid"`
 }
 
-func (s *Server) liveWebhook(uid string) (*store.Webhook, error) {
+func (s *Server) liveWebhook(uid string) (*factory.Webhook, error) {
 	w, err := s.store.WebhookByUID(uid)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.DeletedAt != nil) {
 		return nil, errorf(CodeNotFound, fmt.Sprintf("no webhook %s", uid))

@@ -3,29 +3,9 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"time"
+
+	"factory"
 )
-
-// API key scopes (agents-api.md).
-const (
-	ScopeRuns  = "runs"
-	ScopeAdmin = "admin"
-)
-
-// APIKey is an API key's record. The key itself is never stored: only its
-// SHA-256, under which the record is found.
-type APIKey struct {
-	Name      string     `json:"name"`
-	Scope     string     `json:"scope"`
-	Prefix    string     `json:"prefix"` // the first characters, to tell keys apart in lists
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-}
-
-// Allows reports whether the key grants a scope: admin grants everything.
-func (k *APIKey) Allows(scope string) bool {
-	return k.RevokedAt == nil && (k.Scope == ScopeAdmin || k.Scope == scope)
-}
 
 // HashAPIKey is the lookup key of an API key. Keys carry 256 random bits,
 // so a plain SHA-256 is enough: there is nothing to brute-force.
@@ -35,13 +15,15 @@ func HashAPIKey(key string) string {
 }
 
 // APIKeyByValue finds the record of a presented key.
-func (s *Store) APIKeyByValue(key string) (*APIKey, error) {
-	k := &APIKey{}
+func (s *Store) APIKeyByValue(key string) (*factory.APIKey, error) {
+	k := &factory.APIKey{}
 	return k, s.getJSON(apiKeyPrefix+HashAPIKey(key), k)
 }
 
 // APIKeys lists every key's record.
-func (s *Store) APIKeys() ([]*APIKey, error) { return scanJSON[APIKey](s, apiKeyPrefix) }
+func (s *Store) APIKeys() ([]*factory.APIKey, error) {
+	return scanJSON[factory.APIKey](s, apiKeyPrefix)
+}
 
 // PutAPIKey stores the record of a key.
-func (b *Batch) PutAPIKey(key string, k *APIKey) { b.putJSON(apiKeyPrefix+HashAPIKey(key), k) }
+func (b *Batch) PutAPIKey(key string, k *factory.APIKey) { b.putJSON(apiKeyPrefix+HashAPIKey(key), k) }

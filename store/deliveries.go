@@ -11,16 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"factory"
+
 	"github.com/cockroachdb/pebble"
 )
 
-// Delivery log labels, spelled as the seed's section 2.5 spells them.
+// Key layout of deliveries.
 const (
-	LabelAccepted         = "Accepted"
-	LabelDuplicate        = "Duplicate"
-	LabelRejectedAuth     = "Rejected (auth)"
-	LabelRejectedJSON     = "Rejected (invalid JSON)"
-	LabelRejectedTooLarge = "Rejected (too large)"
 	deliveryPrefix        = "dlv/"  // dlv/<webhook uid>/<delivery id> → Delivery
 	deliveryPayloadPrefix = "dlvp/" // dlvp/<webhook uid>/<delivery id> → the body, byte for byte
 	// dlvmark/<day>/<webhook uid>/<source>:<sha256> → identityMark, where
@@ -33,23 +30,6 @@ const (
 	legacyMarkPrefix = "dlvkey/"
 	evalQueuePrefix  = "evalq/" // evalq/<delivery id> → QueueItem
 )
-
-// Delivery is one request to a webhook's ingress URL, as its log shows it.
-type Delivery struct {
-	ID             string    `json:"delivery_id"`
-	WebhookUID     string    `json:"webhook_uid"`
-	Label          string    `json:"label"`
-	Size           int64     `json:"size"`
-	Time           time.Time `json:"time"`
-	IdentitySource string    `json:"identity_source,omitempty"`
-	Identity       string    `json:"identity,omitempty"`
-	ClientAddr     string    `json:"client_addr"`
-	// Reason says why a request was rejected (never a secret).
-	Reason string `json:"reason,omitempty"`
-	// DuplicateOf is the accepted delivery a duplicate repeats.
-	DuplicateOf string   `json:"duplicate_of,omitempty"`
-	RunIDs      []string `json:"run_ids"`
-}
 
 // QueueItem is an accepted delivery waiting for its automations to be
 // evaluated. It is written in the same batch as the delivery, so after a
@@ -134,10 +114,10 @@ func (s *Store) markSince(k string, since time.Time) (string, bool, error) {
 // and its place in the evaluation queue, all in one batch that is synced
 // before this returns. Other outcomes are written without waiting for the
 // disk: losing one in a crash loses no work.
-func (s *Store) RecordDelivery(d *Delivery, payload []byte, identityKeys []string) error {
+func (s *Store) RecordDelivery(d *factory.Delivery, payload []byte, identityKeys []string) error {
 	b := s.NewLogBatch()
 	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(make([]byte, 0, 256), d))
-	if d.Label != LabelAccepted {
+	if d.Label != factory.LabelAccepted {
 		return b.CommitNoSync()
 	}
 	b.putRaw(deliveryPayloadPrefix+d.WebhookUID+"/"+d.ID, payload)
@@ -156,8 +136,8 @@ func (b *Batch) putRaw(key string, v []byte) {
 }
 
 // Delivery reads one delivery of a webhook.
-func (s *Store) Delivery(webhookUID, id string) (*Delivery, error) {
-	d := &Delivery{}
+func (s *Store) Delivery(webhookUID, id string) (*factory.Delivery, error) {
+	d := &factory.Delivery{}
 	return d, s.getJSON(deliveryPrefix+webhookUID+"/"+id, d)
 }
 
@@ -169,7 +149,7 @@ func (s *Store) DeliveryPayload(webhookUID, id string) ([]byte, error) {
 // Deliveries lists a webhook's log newest first: at most limit records
 // older than the delivery before (all when before is ""). more says whether
 // older records remain.
-func (s *Store) Deliveries(webhookUID, before string, limit int) (out []*Delivery, more bool, err error) {
+func (s *Store) Deliveries(webhookUID, before string, limit int) (out []*factory.Delivery, more bool, err error) {
 	prefix := deliveryPrefix + webhookUID + "/"
 	upper := prefixEnd(prefix)
 	if before != "" {
@@ -184,7 +164,7 @@ func (s *Store) Deliveries(webhookUID, before string, limit int) (out []*Deliver
 		if len(out) == limit {
 			return out, true, nil
 		}
-		d := &Delivery{}
+		d := &factory.Delivery{}
 		if err := json.Unmarshal(it.Value(), d); err != nil {
 			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
 		}
@@ -214,7 +194,7 @@ func (s *Store) EvalQueue(limit int) ([]QueueItem, error) {
 func (b *Batch) Dequeue(deliveryID string) { b.delete(evalQueuePrefix + deliveryID) }
 
 // PutDelivery rewrites a delivery record (to add the runs it started).
-func (b *Batch) PutDelivery(d *Delivery) {
+func (b *Batch) PutDelivery(d *factory.Delivery) {
 	b.putRaw(deliveryPrefix+d.WebhookUID+"/"+d.ID, appendDelivery(nil, d))
 }
 
@@ -269,7 +249,7 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 			id := key[len(prefix):]
 			t, parsed := deliveryIDTime(id)
 			if !parsed {
-				var d Delivery
+				var d factory.Delivery
 				if json.Unmarshal(it.Value(), &d) != nil {
 					continue
 				}
@@ -370,7 +350,7 @@ func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 			return nil, err
 		}
 		for _, d := range ds {
-			if d.Label != LabelAccepted || len(out) == n {
+			if d.Label != factory.LabelAccepted || len(out) == n {
 				continue
 			}
 			p, err := s.DeliveryPayload(webhookUID, d.ID)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/store"
 )
 
@@ -33,7 +35,7 @@ func BenchmarkRecordDelivery(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			id := "dlv_" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(i, 36)
-			d := &store.Delivery{ID: id, WebhookUID: "wh_0000000000000000bench1", Label: store.LabelAccepted, Size: int64(len(payload)),
+			d := &factory.Delivery{ID: id, WebhookUID: "wh_0000000000000000bench1", Label: factory.LabelAccepted, Size: int64(len(payload)),
 				Time: time.Now().UTC(), IdentitySource: "x-service-delivery-id", Identity: id, ClientAddr: "127.0.0.1", RunIDs: []string{}}
 			p := bytes.Replace(payload, []byte("2873450912"), []byte(strconv.FormatInt(i, 10)), 1) // payloads differ, as real ones do
 			if err := s.RecordDelivery(d, p, []string{store.IdentityKey("x-service-delivery-id", id)}); err != nil {
@@ -59,8 +61,8 @@ func BenchmarkSweepDeliveries(b *testing.B) {
 				batch := s.NewLogBatch()
 				for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
 					at := start.Add(time.Duration(i) * time.Millisecond)
-					batch.PutDelivery(&store.Delivery{ID: store.NewDeliveryID(at), WebhookUID: "wh_0000000000000000bench1",
-						Label: store.LabelAccepted, Time: at, ClientAddr: "127.0.0.1", RunIDs: []string{}})
+					batch.PutDelivery(&factory.Delivery{ID: store.NewDeliveryID(at), WebhookUID: "wh_0000000000000000bench1",
+						Label: factory.LabelAccepted, Time: at, ClientAddr: "127.0.0.1", RunIDs: []string{}})
 				}
 				if err := batch.CommitNoSync(); err != nil {
 					b.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"factory"
 )
 
 func TestDeliveryIDs(t *testing.T) {
@@ -46,7 +48,7 @@ func TestSweepDeliveries(t *testing.T) {
 	add := func(uid string, n int, at time.Time, label string) {
 		for i := 0; i < n; i++ {
 			when := at.Add(time.Duration(i) * time.Minute)
-			d := &Delivery{ID: newDeliveryID(when, &last), WebhookUID: uid, Label: label, Time: when, RunIDs: []string{}}
+			d := &factory.Delivery{ID: newDeliveryID(when, &last), WebhookUID: uid, Label: label, Time: when, RunIDs: []string{}}
 			if err := s.RecordDelivery(d, []byte(`{}`), []string{IdentityKey("header", d.ID)}); err != nil {
 				t.Fatal(err)
 			}
@@ -54,13 +56,13 @@ func TestSweepDeliveries(t *testing.T) {
 		}
 	}
 	old, recent := now.Add(-8*24*time.Hour), now.Add(-time.Hour)
-	add("wh_d", 6, old.Add(-time.Hour), LabelAccepted) // 6 old: the oldest goes
-	add("wh_a", 8, old, LabelAccepted)                 // 8 old, then 2 recent: the 5 oldest go
-	add("wh_b", 4, old, LabelDuplicate)                // fewer than keep: all stay
-	add("wh_a", 2, recent, LabelAccepted)
-	add("wh_c", 10, recent, LabelRejectedAuth) // all recent: all stay
+	add("wh_d", 6, old.Add(-time.Hour), factory.LabelAccepted) // 6 old: the oldest goes
+	add("wh_a", 8, old, factory.LabelAccepted)                 // 8 old, then 2 recent: the 5 oldest go
+	add("wh_b", 4, old, factory.LabelDuplicate)                // fewer than keep: all stay
+	add("wh_a", 2, recent, factory.LabelAccepted)
+	add("wh_c", 10, recent, factory.LabelRejectedAuth) // all recent: all stay
 	// A record whose ID is not a delivery ID is judged by its stored time.
-	odd := &Delivery{ID: "dlv_0", WebhookUID: "wh_d", Label: LabelAccepted, Time: old, RunIDs: []string{}}
+	odd := &factory.Delivery{ID: "dlv_0", WebhookUID: "wh_d", Label: factory.LabelAccepted, Time: old, RunIDs: []string{}}
 	if err := s.RecordDelivery(odd, []byte(`{}`), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestIdentityMarks(t *testing.T) {
 	var last atomic.Int64
 	accept := func(at time.Time, key string) string {
 		t.Helper()
-		d := &Delivery{ID: newDeliveryID(at, &last), WebhookUID: "wh_a", Label: LabelAccepted, Time: at, RunIDs: []string{}}
+		d := &factory.Delivery{ID: newDeliveryID(at, &last), WebhookUID: "wh_a", Label: factory.LabelAccepted, Time: at, RunIDs: []string{}}
 		if err := s.RecordDelivery(d, []byte(`{}`), []string{key}); err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,15 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"factory"
 )
 
 // appendDelivery appends d encoded exactly as encoding/json encodes it
 // (the same bytes: TestDeliveryEncodingMatchesJSON). Every accepted
 // delivery writes its record, and reflection was a tenth of ingress's
 // time per request; records are still read with encoding/json.
-func appendDelivery(b []byte, d *Delivery) []byte {
+func appendDelivery(b []byte, d *factory.Delivery) []byte {
 	b = append(b, `{"delivery_id":`...)
 	b = appendString(b, d.ID)
 	b = append(b, `,"webhook_uid":`...)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"factory"
+
 	"github.com/cockroachdb/pebble"
 )
 
@@ -36,7 +38,7 @@ func isUpdatedKey(k string) bool {
 // first: a query with several walks the index of the first.
 var RunFilterFields = []string{"automation_id", "factory_uid", "creator", "name", "model_id", "environment_id", "source", "state"}
 
-func runFieldValues(r *Run) map[string]string {
+func runFieldValues(r *factory.Run) map[string]string {
 	var cfg struct {
 		Name  string `json:"name"`
 		Model string `json:"model_id"`
@@ -49,10 +51,10 @@ func runFieldValues(r *Run) map[string]string {
 		creator = r.Creator.UID
 	}
 	return map[string]string{"automation_id": r.AutomationID, "factory_uid": r.FactoryUID, "creator": creator,
-		"name": cfg.Name, "model_id": cfg.Model, "environment_id": r.Environment, "source": r.Source, "state": r.State}
+		"name": cfg.Name, "model_id": cfg.Model, "environment_id": r.Environment, "source": r.Source, "state": string(r.State)}
 }
 
-func runIndexKeys(r *Run) []string {
+func runIndexKeys(r *factory.Run) []string {
 	c, u := nanos(r.CreatedAt), nanos(r.UpdatedAt)
 	keys := []string{runIndexPrefix + "c/" + c + "/" + r.ID, runIndexPrefix + "u/" + u + "/" + r.ID}
 	for f, v := range runFieldValues(r) {
@@ -74,13 +76,13 @@ func escapeIndexValue(v string) string {
 // ORed. Times bound the sort key's range when they are on it.
 type RunQuery struct {
 	Equal    map[string]string // field → value (not state)
-	States   []string
+	States   []factory.RunState
 	SortBy   string // "created_at" or "updated_at"
 	Asc      bool
 	After    string // the position of the last run of the previous page, from RunPage
 	Limit    int
-	Matches  func(*Run) bool // filters checked per run (times, ...)
-	MinNanos int64           // bounds on the sort key, 0 for none
+	Matches  func(*factory.Run) bool // filters checked per run (times, ...)
+	MinNanos int64                   // bounds on the sort key, 0 for none
 	MaxNanos int64
 	// AsOf (unix nanoseconds), on an updated_at listing, walks the index
 	// as it was at that moment: the listing's first page sets it, and its
@@ -91,7 +93,7 @@ type RunQuery struct {
 
 // RunPage is a page of runs and the position to continue from.
 type RunPage struct {
-	Runs []*Run
+	Runs []*factory.Run
 	More bool
 	Last string // position of the last run, for the next page's After
 }
@@ -113,7 +115,7 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 	}
 	if field == "" && len(q.States) > 0 {
 		for _, st := range q.States {
-			prefixes = append(prefixes, runIndexPrefix+"state="+escapeIndexValue(st)+"/"+sortKey+"/")
+			prefixes = append(prefixes, runIndexPrefix+"state="+escapeIndexValue(string(st))+"/"+sortKey+"/")
 		}
 	}
 	if len(prefixes) == 0 {
@@ -232,7 +234,7 @@ func validAt(pos, superseded, sortKey string, asOf int64) bool {
 // runMatches checks the query's filters on a run's current record. On an
 // as-of walk, the field of the index walked was checked as of that time,
 // and is not checked again on the run as it is now.
-func runMatches(r *Run, q RunQuery, walked string, asOf bool) bool {
+func runMatches(r *factory.Run, q RunQuery, walked string, asOf bool) bool {
 	vals := runFieldValues(r)
 	for f, v := range q.Equal {
 		if asOf && f == walked {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/store"
 )
 
@@ -14,7 +16,7 @@ func TestSupersededEntriesAndSweep(t *testing.T) {
 	}
 	defer s.Close()
 	t0 := time.Now().UTC()
-	r := &store.Run{ID: "run_a", State: "QUEUED", CreatedAt: t0, UpdatedAt: t0}
+	r := &factory.Run{ID: "run_a", State: "QUEUED", CreatedAt: t0, UpdatedAt: t0}
 	b := s.NewBatch()
 	b.PutRun(r, nil)
 	b.Commit()
@@ -36,7 +38,7 @@ func TestSupersededEntriesAndSweep(t *testing.T) {
 	// As it is now: once, as SUCCEEDED; as of before the change: once, as
 	// QUEUED was then; the old state's index no longer lists it now.
 	if list(store.RunQuery{}) != 1 || list(store.RunQuery{AsOf: asOf}) != 1 ||
-		list(store.RunQuery{States: []string{"QUEUED"}}) != 0 || list(store.RunQuery{States: []string{"QUEUED"}, AsOf: asOf}) != 1 {
+		list(store.RunQuery{States: []factory.RunState{"QUEUED"}}) != 0 || list(store.RunQuery{States: []factory.RunState{"QUEUED"}, AsOf: asOf}) != 1 {
 		t.Fatal("as-of walks")
 	}
 	// The sweeper removes the superseded entries once their window passed.

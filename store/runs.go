@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"factory"
 )
 
 // Key layout of runs.
@@ -15,62 +17,6 @@ const (
 	runFollowPrefix  = "runfu/" // runfu/<run id>/<seq, 10 digits> → a pending follow-up message
 )
 
-// Run is an agent run (agents-api.md's RunItem, and what executing it
-// needs).
-type Run struct {
-	ID            string            `json:"run_id"`
-	Title         string            `json:"title"`
-	Prompt        string            `json:"prompt"`
-	State         string            `json:"state"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	StartedAt     *time.Time        `json:"started_at,omitempty"`
-	Config        json.RawMessage   `json:"agent_config,omitempty"`
-	Environment   string            `json:"environment_id,omitempty"`
-	Source        string            `json:"source,omitempty"`
-	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
-	Metadata      map[string]string `json:"metadata,omitempty"`
-	Creator       *Creator          `json:"creator,omitempty"`
-	FactoryUID    string            `json:"factory_uid,omitempty"`
-	AutomationID  string            `json:"automation_id,omitempty"`
-	DeliveryID    string            `json:"delivery_id,omitempty"`
-	Attachments   []Attachment      `json:"attachments,omitempty"`
-	// Turns counts the turns run so far; a follow-up to a finished run
-	// starts the next one.
-	Turns int `json:"turns"`
-	// Events counts the run's timeline entries (the next one's number).
-	Events int `json:"event_count"`
-}
-
-// Creator is who created a run.
-type Creator struct {
-	Type        string `json:"type"`
-	UID         string `json:"uid"`
-	DisplayName string `json:"display_name,omitempty"`
-}
-
-// StatusMessage is the latest thing a run reported.
-type StatusMessage struct {
-	Message   string `json:"message"`
-	ErrorCode string `json:"error_code,omitempty"`
-	Retryable bool   `json:"retryable,omitempty"`
-}
-
-// Attachment is a file given to the run, stored in its workspace.
-type Attachment struct {
-	Name     string `json:"file_name"`
-	MimeType string `json:"mime_type,omitempty"`
-	Size     int64  `json:"size"`
-}
-
-// RunEvent is one entry of a run's timeline.
-type RunEvent struct {
-	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // created, started, message, followup, finished
-	Message string    `json:"message,omitempty"`
-	State   string    `json:"state,omitempty"`
-}
-
 func nanos(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 
 // PutRun writes a run and keeps its list indexes: prev is the run as it
@@ -78,7 +24,7 @@ func nanos(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 // not deleted but marked superseded (at the new updated_at), so that a
 // listing begun before the change still sees the run where it stood; the
 // sweeper removes superseded entries later.
-func (b *Batch) PutRun(r *Run, prev *Run) {
+func (b *Batch) PutRun(r *factory.Run, prev *factory.Run) {
 	b.putJSON(runPrefix+r.ID, r)
 	if prev == nil {
 		b.putRaw(runCreatedPrefix+nanos(r.CreatedAt)+"/"+r.ID, nil)
@@ -106,7 +52,7 @@ func (b *Batch) PutRun(r *Run, prev *Run) {
 }
 
 // AddRunEvent appends to a run's timeline; r.Events numbers it.
-func (b *Batch) AddRunEvent(r *Run, e RunEvent) {
+func (b *Batch) AddRunEvent(r *factory.Run, e factory.RunEvent) {
 	b.putJSON(fmt.Sprintf("%s%s/%010d", runEventPrefix, r.ID, r.Events), e)
 	r.Events++
 }
@@ -120,14 +66,14 @@ func (b *Batch) QueueFollowUp(runID string, seq int, message string) {
 func (b *Batch) DropFollowUp(key string) { b.delete(key) }
 
 // Run reads one run.
-func (s *Store) Run(id string) (*Run, error) {
-	r := &Run{}
+func (s *Store) Run(id string) (*factory.Run, error) {
+	r := &factory.Run{}
 	return r, s.getJSON(runPrefix+id, r)
 }
 
 // RunEvents reads a run's timeline, oldest first.
-func (s *Store) RunEvents(id string) ([]*RunEvent, error) {
-	return scanJSON[RunEvent](s, runEventPrefix+id+"/")
+func (s *Store) RunEvents(id string) ([]*factory.RunEvent, error) {
+	return scanJSON[factory.RunEvent](s, runEventPrefix+id+"/")
 }
 
 // PendingFollowUp is a queued follow-up: its key (to drop it) and message.
@@ -147,12 +93,12 @@ func (s *Store) FollowUps(id string) ([]PendingFollowUp, error) {
 
 // RunsInState lists the runs in one of the states, oldest first. It walks
 // creation order; used at start-up, where every run must be seen once.
-func (s *Store) RunsInState(states ...string) ([]*Run, error) {
-	want := map[string]bool{}
+func (s *Store) RunsInState(states ...factory.RunState) ([]*factory.Run, error) {
+	want := map[factory.RunState]bool{}
 	for _, st := range states {
 		want[st] = true
 	}
-	var out []*Run
+	var out []*factory.Run
 	err := s.scan(runCreatedPrefix, func(key string, _ []byte) error {
 		id := key[len(runCreatedPrefix)+21:]
 		r, err := s.Run(id)

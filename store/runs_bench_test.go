@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"factory"
+
 	"factory/store"
 )
 
@@ -15,12 +17,12 @@ import (
 func fillRuns(b *testing.B, s *store.Store, n int) {
 	b.Helper()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	states := []string{"SUCCEEDED", "FAILED", "CANCELLED", "SUCCEEDED", "SUCCEEDED"}
+	states := []factory.RunState{"SUCCEEDED", "FAILED", "CANCELLED", "SUCCEEDED", "SUCCEEDED"}
 	for i := 0; i < n; {
 		batch := s.NewLogBatch()
 		for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
 			t := base.Add(time.Duration(i) * time.Second)
-			batch.PutRun(&store.Run{ID: fmt.Sprintf("run_%024d", i), Title: "a run", Prompt: "do the thing", State: states[i%len(states)],
+			batch.PutRun(&factory.Run{ID: fmt.Sprintf("run_%024d", i), Title: "a run", Prompt: "do the thing", State: states[i%len(states)],
 				CreatedAt: t, UpdatedAt: t.Add(time.Minute), Environment: "default", Source: "API",
 				Config: []byte(fmt.Sprintf(`{"name":"job-%d","model_id":"m%d"}`, i%100, i%3))}, nil)
 		}
@@ -52,7 +54,7 @@ func BenchmarkListRunsPage(b *testing.B) {
 			if err := s.Compact(); err != nil {
 				b.Fatal(err)
 			}
-			q := store.RunQuery{States: []string{"FAILED"}, Limit: 50, SortBy: "updated_at"}
+			q := store.RunQuery{States: []factory.RunState{"FAILED"}, Limit: 50, SortBy: "updated_at"}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				page, err := s.ListRuns(q)

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/store"
@@ -27,7 +29,7 @@ func newAPIKey() string {
 func createAPIKey(s *store.Store, name, scope string) (string, error) {
 	key := newAPIKey()
 	b := s.NewBatch()
-	b.PutAPIKey(key, &store.APIKey{Name: name, Scope: scope, Prefix: key[:8], CreatedAt: time.Now().UTC()})
+	b.PutAPIKey(key, &factory.APIKey{Name: name, Scope: scope, Prefix: key[:8], CreatedAt: time.Now().UTC()})
 	return key, b.Commit()
 }
 
@@ -39,7 +41,7 @@ func (a *app) apikeysCmd() *cobra.Command {
 		Short: "Create an API key and print it once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if scope != store.ScopeRuns && scope != store.ScopeAdmin {
+			if scope != factory.ScopeRuns && scope != factory.ScopeAdmin {
 				return fmt.Errorf("--scope must be runs or admin, not %q", scope)
 			}
 			return a.withStore(func(s *store.Store) error {
@@ -53,7 +55,7 @@ func (a *app) apikeysCmd() *cobra.Command {
 			})
 		},
 	}
-	create.Flags().StringVar(&scope, "scope", store.ScopeRuns, "runs (the Agents API) or admin (also webhooks, factories, sync)")
+	create.Flags().StringVar(&scope, "scope", factory.ScopeRuns, "runs (the Agents API) or admin (also webhooks, factories, sync)")
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -67,7 +69,7 @@ func (a *app) apikeysCmd() *cobra.Command {
 				}
 				if output == "json" {
 					if keys == nil {
-						keys = []*store.APIKey{}
+						keys = []*factory.APIKey{}
 					}
 					return printJSON(a.stdout, map[string]any{"api_keys": keys})
 				}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/client"
@@ -148,7 +150,7 @@ func (a *app) applierFor(nameFlag string, src reconciler.Source) (*reconciler.Ap
 	}
 	kr, err := a.keyring()
 	if err == nil {
-		var known []*store.Factory
+		var known []*factory.Factory
 		if known, err = s.Factories(); err == nil {
 			var name string
 			if name, err = factoryName(nameFlag, src, known); err == nil {
@@ -190,7 +192,7 @@ func (a *app) apiKey() string {
 type stateView interface {
 	reconciler.StateReader
 	reconciler.Payloads
-	Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error)
+	Statuses(ctx context.Context) ([]*factory.FactoryStatus, error)
 	Close()
 }
 
@@ -223,7 +225,7 @@ type localView struct{ *store.Store }
 
 func (v localView) Close() { v.Store.Close() }
 
-func (v localView) Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error) {
+func (v localView) Statuses(ctx context.Context) ([]*factory.FactoryStatus, error) {
 	fs, err := v.Factories()
 	if err != nil {
 		return nil, err
@@ -233,9 +235,9 @@ func (v localView) Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, e
 		return nil, err
 	}
 	if base == "" {
-		base = reconciler.DefaultPublicURL
+		base = factory.DefaultPublicURL
 	}
-	var out []*reconciler.FactoryStatus
+	var out []*factory.FactoryStatus
 	for _, f := range fs {
 		st, err := reconciler.Status(v.Store, f, base)
 		if err != nil {
@@ -250,12 +252,12 @@ type remoteView struct{ *client.Client }
 
 func (v remoteView) Close() {}
 
-func (v remoteView) Statuses(ctx context.Context) ([]*reconciler.FactoryStatus, error) {
+func (v remoteView) Statuses(ctx context.Context) ([]*factory.FactoryStatus, error) {
 	fs, err := v.Factories(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", v.BaseURL, err)
 	}
-	var out []*reconciler.FactoryStatus
+	var out []*factory.FactoryStatus
 	for _, f := range fs {
 		st, err := v.Factory(ctx, f.UID)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/server"
@@ -98,7 +100,7 @@ func mustJSON(v any) string {
 }
 
 // findAutomation resolves NAME, FACTORY/NAME or an ID in the store.
-func findAutomation(s *store.Store, arg string) (*store.Automation, error) {
+func findAutomation(s *store.Store, arg string) (*factory.Automation, error) {
 	if au, err := s.AutomationByUID(arg); err == nil {
 		return au, nil
 	}
@@ -107,7 +109,7 @@ func findAutomation(s *store.Store, arg string) (*store.Automation, error) {
 		return nil, err
 	}
 	fac, name := splitName(arg)
-	var found []*store.Automation
+	var found []*factory.Automation
 	for _, f := range fs {
 		if fac != "" && f.Name != fac {
 			continue

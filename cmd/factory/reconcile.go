@@ -8,13 +8,14 @@ import (
 	"regexp"
 	"strings"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/client"
 	"factory/reconciler"
 	"factory/reconciler/gitsource"
 	"factory/schema"
-	"factory/store"
 )
 
 type reconcileOpts struct {
@@ -67,7 +68,7 @@ func sourceOf(o *reconcileOpts) (reconciler.Source, error) {
 // factoryName picks the factory a source is reconciled into: --name, else
 // the factory already applied from the same source, else the directory's
 // name made into a valid name.
-func factoryName(flag string, src reconciler.Source, known []*store.Factory) (string, error) {
+func factoryName(flag string, src reconciler.Source, known []*factory.Factory) (string, error) {
 	if flag != "" {
 		if !reconciler.ValidName(flag) {
 			return "", fmt.Errorf("--name %q must be lowercase letters, digits and '-', at most 63", flag)
@@ -125,7 +126,7 @@ func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
 
 func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source) error {
 	var reader reconciler.StateReader
-	var known []*store.Factory
+	var known []*factory.Factory
 	v, err := a.view()
 	switch {
 	case errors.Is(err, errNoStore):
@@ -139,7 +140,7 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 			return err
 		}
 		for _, st := range sts {
-			known = append(known, &store.Factory{Name: st.Name, Source: st.Source})
+			known = append(known, &factory.Factory{Name: st.Name, Source: st.Source})
 		}
 		reader = v
 	}
@@ -161,7 +162,7 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 	return a.report(o, c.Plan, true, impacts...)
 }
 
-func fillUIDs(p *reconciler.Plan, st *store.State) {
+func fillUIDs(p *reconciler.Plan, st *factory.State) {
 	for i, c := range p.Changes {
 		if c.UID != nil {
 			continue
@@ -350,7 +351,7 @@ func (a *app) syncRemote(cmd *cobra.Command, o *reconcileOpts, src reconciler.So
 	if err != nil {
 		return apiError(err)
 	}
-	var target *reconciler.FactorySummary
+	var target *factory.FactorySummary
 	for i, f := range fs {
 		if f.Name == o.name || o.name == "" && f.Source == src.String() {
 			target = &fs[i]

@@ -190,7 +190,7 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, id string) error {
 		for _, e := range events[printed:] {
 			line := e.Kind
 			if e.State != "" {
-				line += " " + e.State
+				line += " " + string(e.State)
 			}
 			if e.Message != "" {
 				line += ": " + e.Message

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/secrets"
@@ -57,7 +59,7 @@ force for the webhooks that use the secret when the command returns.`,
 		Short: "List secrets: names, versions and dates, never values",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var secs []*store.Secret
+			var secs []*factory.Secret
 			var err error
 			if c := a.remote(); c != nil {
 				secs, err = c.Secrets(cmd.Context())
@@ -72,7 +74,7 @@ force for the webhooks that use the secret when the command returns.`,
 			}
 			if output == "json" {
 				if secs == nil {
-					secs = []*store.Secret{}
+					secs = []*factory.Secret{}
 				}
 				return printJSON(a.stdout, map[string]any{"secrets": secs})
 			}
@@ -141,7 +143,7 @@ func (a *app) putSecret(cmd *cobra.Command, name string, fromStdin, urlSafe, rot
 			return errors.New("the value on standard input is empty")
 		}
 	}
-	var sec *store.Secret
+	var sec *factory.Secret
 	var generated []byte
 	c := a.remote()
 	err := func() error {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/reconciler"
@@ -166,7 +168,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 // factorySource turns a configured factory into what the server runs: a
 // watched directory, or a polled git remote with its credential read from
 // a managed secret at each fetch (so a rotated credential is used at once).
-func factorySource(fc server.FactoryConfig, s *store.Store, kr *secrets.Keyring, known []*store.Factory, log *slog.Logger) (server.FactorySource, error) {
+func factorySource(fc server.FactoryConfig, s *store.Store, kr *secrets.Keyring, known []*factory.Factory, log *slog.Logger) (server.FactorySource, error) {
 	if gitsource.IsGitURL(fc.Source) {
 		src := &gitsource.Source{URL: fc.Source, Ref: fc.Ref}
 		if fc.SecretRef != "" {
@@ -222,7 +224,7 @@ func (a *app) ensureAdminKey(s *store.Store) error {
 	if err != nil || len(keys) > 0 {
 		return err
 	}
-	key, err := createAPIKey(s, "admin", store.ScopeAdmin)
+	key, err := createAPIKey(s, "admin", factory.ScopeAdmin)
 	if err != nil {
 		return err
 	}

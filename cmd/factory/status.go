@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
+	"factory"
 
-	"factory/reconciler"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) statusCmd() *cobra.Command {
@@ -38,7 +38,7 @@ It reads the store, or the server that holds it.`,
 				return err
 			}
 			if factoryFlag != "" {
-				var keep []*reconciler.FactoryStatus
+				var keep []*factory.FactoryStatus
 				for _, s := range sts {
 					if s.Name == factoryFlag || s.UID == factoryFlag {
 						keep = append(keep, s)
@@ -51,7 +51,7 @@ It reads the store, or the server that holds it.`,
 			}
 			if output == "json" {
 				if sts == nil {
-					sts = []*reconciler.FactoryStatus{}
+					sts = []*factory.FactoryStatus{}
 				}
 				return printJSON(a.stdout, map[string]any{"factories": sts})
 			}
@@ -72,7 +72,7 @@ It reads the store, or the server that holds it.`,
 	return cmd
 }
 
-func printStatus(w io.Writer, s *reconciler.FactoryStatus) {
+func printStatus(w io.Writer, s *factory.FactoryStatus) {
 	ready := "True"
 	if !s.Ready {
 		ready = "False"

@@ -78,13 +78,13 @@ always.`,
 }
 
 // findWebhook resolves NAME or FACTORY/NAME among the live webhooks.
-func findWebhook(s *store.Store, arg string) (*store.Webhook, error) {
+func findWebhook(s *store.Store, arg string) (*factory.Webhook, error) {
 	fac, name := splitName(arg)
 	whs, err := s.AllWebhooks()
 	if err != nil {
 		return nil, err
 	}
-	var found []*store.Webhook
+	var found []*factory.Webhook
 	for _, w := range whs {
 		if w.Key == name && (fac == "" || w.Factory == fac) || w.UID == arg {
 			found = append(found, w)
@@ -207,7 +207,7 @@ func (a *app) setSuspended(cmd *cobra.Command, arg string, suspended bool) error
 }
 
 func (a *app) deliveries(cmd *cobra.Command, arg string, limit int, output string) error {
-	var ds []*store.Delivery
+	var ds []*factory.Delivery
 	if c := a.remote(); c != nil {
 		uid, err := remoteWebhookUID(cmd, c, arg)
 		if err != nil {
@@ -232,7 +232,7 @@ func (a *app) deliveries(cmd *cobra.Command, arg string, limit int, output strin
 	}
 	if output == "json" {
 		if ds == nil {
-			ds = []*store.Delivery{}
+			ds = []*factory.Delivery{}
 		}
 		return printJSON(a.stdout, map[string]any{"deliveries": ds})
 	}

@@ -1,0 +1,50 @@
+package factory
+
+import "time"
+
+// Delivery log labels, spelled as the seed's section 2.5 spells them.
+const (
+	LabelAccepted         = "Accepted"
+	LabelDuplicate        = "Duplicate"
+	LabelRejectedAuth     = "Rejected (auth)"
+	LabelRejectedJSON     = "Rejected (invalid JSON)"
+	LabelRejectedTooLarge = "Rejected (too large)"
+)
+
+// Delivery is one request to a webhook's ingress URL, as its log shows it.
+type Delivery struct {
+	ID             string    `json:"delivery_id"`
+	WebhookUID     string    `json:"webhook_uid"`
+	Label          string    `json:"label"`
+	Size           int64     `json:"size"`
+	Time           time.Time `json:"time"`
+	IdentitySource string    `json:"identity_source,omitempty"`
+	Identity       string    `json:"identity,omitempty"`
+	ClientAddr     string    `json:"client_addr"`
+	// Reason says why a request was rejected (never a secret).
+	Reason string `json:"reason,omitempty"`
+	// DuplicateOf is the accepted delivery a duplicate repeats.
+	DuplicateOf string   `json:"duplicate_of,omitempty"`
+	RunIDs      []string `json:"run_ids"`
+}
+
+// API key scopes (agents-api.md).
+const (
+	ScopeRuns  = "runs"
+	ScopeAdmin = "admin"
+)
+
+// APIKey is an API key's record. The key itself is never stored: only its
+// SHA-256, under which the record is found.
+type APIKey struct {
+	Name      string     `json:"name"`
+	Scope     string     `json:"scope"`
+	Prefix    string     `json:"prefix"` // the first characters, to tell keys apart in lists
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Allows reports whether the key grants a scope: admin grants everything.
+func (k *APIKey) Allows(scope string) bool {
+	return k.RevokedAt == nil && (k.Scope == ScopeAdmin || k.Scope == scope)
+}

@@ -1,0 +1,51 @@
+package factory_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDependencies pins the shape of the tree: the domain package at the
+// root depends on nothing outside the standard library, and the Go client
+// depends on nothing but the domain, so that a program embedding the client
+// does not link the store, git, the watcher or the agent protocol.
+func TestDependencies(t *testing.T) {
+	for pkg, allowed := range map[string][]string{
+		"factory":        {"factory"},
+		"factory/client": {"factory", "factory/client"},
+	} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if !slices.Contains(allowed, dep) {
+				t.Errorf("%s depends on %s: it may depend on %s and the standard library only", pkg, dep, strings.Join(allowed, ", "))
+			}
+		}
+	}
+	// The heavy dependencies each stay in their room: the store, the git
+	// source (and its test helper), the watcher, the runtime's client side
+	// of ACP (and the demo agent's agent side), the schema validator.
+	rooms := map[string][]string{
+		"github.com/cockroachdb/pebble":            {"factory/store"},
+		"github.com/go-git/go-git/v5":              {"factory/reconciler/gitsource", "factory/reconciler/gitsource/gittest"},
+		"github.com/fsnotify/fsnotify":             {"factory/reconciler/watch"},
+		"github.com/coder/acp-go-sdk":              {"factory/runtime", "factory/cmd/factory"},
+		"github.com/santhosh-tekuri/jsonschema/v5": {"factory/schema"},
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for dep, importers := range rooms {
+			if slices.Contains(f[1:], dep) && !slices.Contains(importers, f[0]) {
+				t.Errorf("%s imports %s: only %s may", f[0], dep, strings.Join(importers, ", "))
+			}
+		}
+	}
+}

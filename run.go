@@ -1,0 +1,137 @@
+package factory
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RunState is where a run stands (agents-api.md).
+type RunState string
+
+// Run states (agents-api.md).
+const (
+	StateQueued     RunState = "QUEUED"
+	StateInProgress RunState = "INPROGRESS"
+	StateSucceeded  RunState = "SUCCEEDED"
+	StateFailed     RunState = "FAILED"
+	StateCancelled  RunState = "CANCELLED"
+	StateError      RunState = "ERROR"
+	StateBlocked    RunState = "BLOCKED"
+)
+
+// RunStates lists every state, in the order a run may pass through them.
+var RunStates = []RunState{StateQueued, StateInProgress, StateBlocked, StateSucceeded, StateFailed, StateCancelled, StateError}
+
+// Terminal reports whether a run in this state has ended (a follow-up can
+// continue it).
+func (s RunState) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateCancelled, StateError:
+		return true
+	}
+	return false
+}
+
+// Run sources: what created a run.
+const (
+	SourceWebhook = "WEBHOOK"
+	SourceAPI     = "API"
+)
+
+// Run is an agent run (agents-api.md's RunItem, and what executing it
+// needs).
+type Run struct {
+	ID            string            `json:"run_id"`
+	Title         string            `json:"title"`
+	Prompt        string            `json:"prompt"`
+	State         RunState          `json:"state"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	Config        json.RawMessage   `json:"agent_config,omitempty"`
+	Environment   string            `json:"environment_id,omitempty"`
+	Source        string            `json:"source,omitempty"`
+	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Creator       *Creator          `json:"creator,omitempty"`
+	FactoryUID    string            `json:"factory_uid,omitempty"`
+	AutomationID  string            `json:"automation_id,omitempty"`
+	DeliveryID    string            `json:"delivery_id,omitempty"`
+	Attachments   []Attachment      `json:"attachments,omitempty"`
+	// Turns counts the turns run so far; a follow-up to a finished run
+	// starts the next one.
+	Turns int `json:"turns"`
+	// Events counts the run's timeline entries (the next one's number).
+	Events int `json:"event_count"`
+}
+
+// Creator is who created a run.
+type Creator struct {
+	Type        string `json:"type"`
+	UID         string `json:"uid"`
+	DisplayName string `json:"display_name,omitempty"`
+}
+
+// StatusMessage is the latest thing a run reported.
+type StatusMessage struct {
+	Message   string `json:"message"`
+	ErrorCode string `json:"error_code,omitempty"`
+	Retryable bool   `json:"retryable,omitempty"`
+}
+
+// Attachment is a file given to the run, stored in its workspace.
+type Attachment struct {
+	Name     string `json:"file_name"`
+	MimeType string `json:"mime_type,omitempty"`
+	Size     int64  `json:"size"`
+}
+
+// RunEvent is one entry of a run's timeline.
+type RunEvent struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // created, started, message, followup, finished
+	Message string    `json:"message,omitempty"`
+	State   RunState  `json:"state,omitempty"`
+}
+
+// RunItem is a run as the API shows it.
+type RunItem struct {
+	RunID         string            `json:"run_id"`
+	TaskID        string            `json:"task_id"`
+	Title         string            `json:"title"`
+	Prompt        string            `json:"prompt"`
+	State         RunState          `json:"state"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	AgentConfig   json.RawMessage   `json:"agent_config,omitempty"`
+	Source        string            `json:"source,omitempty"`
+	Creator       *Creator          `json:"creator,omitempty"`
+	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	FactoryUID    string            `json:"factory_uid,omitempty"`
+	AutomationID  string            `json:"automation_id,omitempty"`
+	DeliveryID    string            `json:"delivery_id,omitempty"`
+	Attachments   []Attachment      `json:"attachments,omitempty"`
+}
+
+// Item is the API view of a run.
+func (r *Run) Item() RunItem {
+	return RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
+		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
+		DeliveryID: r.DeliveryID, Attachments: r.Attachments}
+}
+
+// Terminal reports whether the run has ended (a follow-up can continue it).
+func (r *RunItem) Terminal() bool { return r.State.Terminal() }
+
+// ParseRunState reads a state as the API spells it.
+func ParseRunState(s string) (RunState, bool) {
+	for _, st := range RunStates {
+		if string(st) == s {
+			return st, true
+		}
+	}
+	return "", false
+}
