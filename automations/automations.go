@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +20,9 @@ import (
 	"factory"
 
 	"factory/filter"
-	"factory/reconciler"
 	"factory/runtime"
 	"factory/store"
+	"factory/trigger"
 )
 
 // Envelope follows the automation's prompt in a run started by a delivery
@@ -70,8 +69,8 @@ type handoff struct {
 }
 
 type compiledAutomation struct {
-	rec     *factory.Automation
-	filters []*filter.Filter
+	rec      *factory.Automation
+	triggers *trigger.Set
 }
 
 // batchSize bounds the deliveries evaluated in one write, and gather is
@@ -303,17 +302,9 @@ func (e *Evaluator) matches(it store.QueueItem) (*factory.Delivery, []runtime.Cr
 
 // selects reports whether any enabled automation has a trigger on a webhook.
 func selects(autos []*compiledAutomation, webhookUID string) bool {
+	src := trigger.Webhook(webhookUID)
 	for _, a := range autos {
-		if a.rec.Spec.Enabled && a.selects(webhookUID) {
-			return true
-		}
-	}
-	return false
-}
-
-func (a *compiledAutomation) selects(webhookUID string) bool {
-	for _, t := range a.rec.Spec.Triggers {
-		if slices.Contains(t.Filter.WebhookIDs, webhookUID) {
+		if a.rec.Spec.Enabled && a.triggers.Selects(src) {
 			return true
 		}
 	}
@@ -334,9 +325,10 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 	if err != nil {
 		return nil, err
 	}
+	ev := trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload}
 	var reqs []runtime.CreateRequest
 	for _, a := range autos {
-		if !a.rec.Spec.Enabled || !reconciler.Fires(a.rec.Spec.Triggers, a.filters, hook.UID, payload) {
+		if !a.rec.Spec.Enabled || !a.triggers.Match(ev) {
 			continue
 		}
 		var cfg struct {
@@ -392,11 +384,11 @@ func (e *Evaluator) automations(webhookUID string) (*factory.Webhook, []*compile
 	}
 	list := make([]*compiledAutomation, 0, len(recs))
 	for _, r := range recs {
-		fs, err := reconciler.CompileTriggers(r.Spec.Triggers)
+		set, err := trigger.Compile(r.Spec.Triggers)
 		if err != nil {
 			return nil, nil, fmt.Errorf("automation %s: %w", r.Key, err)
 		}
-		list = append(list, &compiledAutomation{rec: r, filters: fs})
+		list = append(list, &compiledAutomation{rec: r, triggers: set})
 	}
 	e.compiled[hook.Factory] = list
 	return hook, list, nil

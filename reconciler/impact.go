@@ -2,10 +2,9 @@ package reconciler
 
 import (
 	"slices"
-	"sort"
 
 	"factory/filter"
-	"factory/schema"
+	"factory/trigger"
 )
 
 // ImpactSample is how many recent deliveries are read per webhook.
@@ -27,31 +26,6 @@ type Impact struct {
 	Before     int    `json:"before"`
 	After      int    `json:"after"`
 	New        bool   `json:"new,omitempty"` // the automation is created: Before is 0
-}
-
-// Fires reports whether an automation's triggers fire for a delivery of a
-// webhook: a trigger selects the webhook and its payload filter matches.
-// (Whether the webhook is enabled is for the caller.)
-func Fires(triggers []schema.Trigger, compiled []*filter.Filter, webhookUID string, payload any) bool {
-	for i, t := range triggers {
-		if slices.Contains(t.Filter.WebhookIDs, webhookUID) && compiled[i].Match(payload) {
-			return true
-		}
-	}
-	return false
-}
-
-// CompileTriggers compiles each trigger's payload filter.
-func CompileTriggers(triggers []schema.Trigger) ([]*filter.Filter, error) {
-	out := make([]*filter.Filter, len(triggers))
-	for i, t := range triggers {
-		f, err := filter.Compile(t.Filter.Payload)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = f
-	}
-	return out, nil
 }
 
 // MeasureImpact replays each selected webhook's recent deliveries against
@@ -91,41 +65,31 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 		if !changed[a.Key] {
 			continue
 		}
-		newF, err := CompileTriggers(a.Triggers)
+		after, err := trigger.Compile(a.Triggers)
 		if err != nil {
 			return nil, err
 		}
-		var oldT []schema.Trigger
-		var oldF []*filter.Filter
+		before := &trigger.Set{}
 		old := c.State.Automations[a.Key]
 		if old != nil {
-			oldT = old.Spec.Triggers
-			if oldF, err = CompileTriggers(oldT); err != nil {
+			if before, err = trigger.Compile(old.Spec.Triggers); err != nil {
 				return nil, err
 			}
 		}
-		uids := map[string]bool{}
-		for _, t := range append(append([]schema.Trigger{}, oldT...), a.Triggers...) {
-			for _, u := range t.Filter.WebhookIDs {
-				uids[u] = true
-			}
-		}
-		sorted := make([]string, 0, len(uids))
-		for u := range uids {
-			sorted = append(sorted, u)
-		}
-		sort.Strings(sorted)
-		for _, uid := range sorted {
+		uids := append(before.WebhookUIDs(), after.WebhookUIDs()...)
+		slices.Sort(uids)
+		for _, uid := range slices.Compact(uids) {
 			ps, err := payloads(uid)
 			if err != nil {
 				return nil, err
 			}
 			im := Impact{Automation: a.Key, WebhookUID: uid, Deliveries: len(ps), New: old == nil}
 			for _, p := range ps {
-				if old != nil && Fires(oldT, oldF, uid, p) {
+				ev := trigger.Event{Source: trigger.Webhook(uid), Payload: p}
+				if before.Match(ev) {
 					im.Before++
 				}
-				if Fires(a.Triggers, newF, uid, p) {
+				if after.Match(ev) {
 					im.After++
 				}
 			}

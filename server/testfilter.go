@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"factory"
 
 	"factory/filter"
 	"factory/store"
+	"factory/trigger"
 )
 
 // TestResult is the Test filter action's answer (filters.md).
@@ -73,46 +73,23 @@ func TestFilter(s *store.Store, automationUID, deliveryID string) (*TestResult, 
 		return nil, fmt.Errorf("stored payload of %s: %w", d.ID, err)
 	}
 
-	res := &TestResult{PayloadCheck: PayloadCheck{Keys: []filter.KeyResult{}}}
-	name := fmt.Sprintf("%s (%s)", hook.UID, hook.Key)
-	var selecting []int
-	var selected []string
-	for i, t := range a.Spec.Triggers {
-		if slices.Contains(t.Filter.WebhookIDs, hook.UID) {
-			selecting = append(selecting, i)
-		}
-		selected = append(selected, t.Filter.WebhookIDs...)
+	set, err := trigger.Compile(a.Spec.Triggers)
+	if err != nil {
+		return nil, err
 	}
+	x := set.Explain(trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload})
+	res := &TestResult{PayloadCheck: PayloadCheck{Passed: x.PayloadMatched, Keys: x.Keys}}
+	name := fmt.Sprintf("%s (%s)", hook.UID, hook.Key)
 	switch {
-	case len(selecting) == 0:
-		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which no trigger selects (they select %s)", name, strings.Join(selected, ", "))
+	case len(x.Selecting) == 0:
+		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which no trigger selects (they select %s)", name, strings.Join(x.Selected, ", "))
 	case hook.DeletedAt != nil:
-		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects, but the webhook is deleted", name, selecting[0]+1)
-	case !hook.Spec.Enabled || hook.Suspended:
-		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects, but the webhook is disabled or suspended", name, selecting[0]+1)
+		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects, but the webhook is deleted", name, x.Selecting[0])
+	case !hook.Active():
+		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects, but the webhook is disabled or suspended", name, x.Selecting[0])
 	default:
 		res.WebhookCheck.Passed = true
-		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects", name, selecting[0]+1)
-	}
-
-	// The payload check: the first selecting trigger whose filter matches,
-	// else the first selecting one (or the first trigger) for the details.
-	candidates := selecting
-	if len(candidates) == 0 {
-		candidates = []int{0}
-	}
-	for n, i := range candidates {
-		f, err := filter.Compile(a.Spec.Triggers[i].Filter.Payload)
-		if err != nil {
-			return nil, err
-		}
-		if f.Match(payload) || n == 0 {
-			res.PayloadCheck.Passed = f.Match(payload)
-			res.PayloadCheck.Keys = f.Explain(payload)
-			if res.PayloadCheck.Passed {
-				break
-			}
-		}
+		res.WebhookCheck.Detail = fmt.Sprintf("delivery came through %s, which trigger %d selects", name, x.Selecting[0])
 	}
 	res.WouldTrigger = res.WebhookCheck.Passed && res.PayloadCheck.Passed && a.Spec.Enabled
 	if !a.Spec.Enabled {
