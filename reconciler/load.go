@@ -73,7 +73,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	webhookFiles := 0
 	for _, p := range paths {
 		data := snap.Files[p]
-		if p == "factory.yaml" {
+		if p == factory.SettingsFile {
 			f, fds := schema.ParseFactoryFile(p, data)
 			ds = append(ds, fds...)
 			if f != nil {
@@ -83,7 +83,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 		}
 		dir, base := path.Split(p)
 		dir = strings.TrimSuffix(dir, "/")
-		ext := map[string]string{"webhooks": ".yaml", "automations": ".md"}[dir]
+		ext := factory.DefinitionExt(dir)
 		if ext == "" {
 			continue
 		}
@@ -98,7 +98,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			ds = append(ds, fileError(p, fmt.Sprintf("file name %q must match %s: lowercase letters, digits and '-', at most 63", key, namePattern)))
 			continue
 		}
-		if dir == "webhooks" {
+		if dir == factory.WebhooksDir {
 			webhookFiles++
 			if webhookFiles > factory.MaxWebhooksPerFactory {
 				d.Broken[p] = true
@@ -135,7 +135,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				if j.kind == "webhooks" {
+				if j.kind == factory.WebhooksDir {
 					webhooks[i], fileDiags[i] = schema.ParseWebhook(j.file, j.key, j.data)
 				} else {
 					automations[i], fileDiags[i] = schema.ParseAutomation(j.file, j.key, j.data)

@@ -72,94 +72,140 @@ func (p *Plan) HasChanges() bool {
 // MakePlan compares a desired revision with the current state of the
 // factory. cur is nil for a dry-run without state. It reads nothing and
 // writes nothing: the same inputs always give the same plan.
+//
+// It runs the steps of planSteps in order, each adding changes or
+// diagnostics to the plan, as a Flux reconciler runs its sub-steps.
 func MakePlan(factoryName string, d *Desired, cur *factory.State) *Plan {
 	p := &Plan{Factory: factoryName, Revision: d.Revision, Stateless: cur == nil}
 	if cur == nil {
-		cur = &factory.State{Webhooks: map[string]*factory.Webhook{}, Automations: map[string]*factory.Automation{},
-			Pins: map[string]string{}, Secrets: map[string]*factory.Secret{}}
+		cur = factory.NewState()
 	}
-	p.NewFactory = cur.Factory == nil
-	if cur.Factory != nil {
-		if cur.Factory.Settings.Description != d.Settings.Description {
-			p.SettingsChanged = append(p.SettingsChanged, "description")
-		}
-		if cur.Factory.Settings.WebhookBaseURL != d.Settings.WebhookBaseURL {
-			p.SettingsChanged = append(p.SettingsChanged, "webhookBaseUrl")
-		}
-	}
-
-	// Which UIDs will answer after this revision, and which stop.
-	desiredKeys := map[string]*schema.Webhook{}
+	pl := &planner{plan: p, d: d, cur: cur, desired: map[string]*schema.Webhook{},
+		liveAfter: map[string]string{}, goneAfter: map[string]string{}, selectors: map[string][]string{}}
 	for _, w := range d.Webhooks {
-		desiredKeys[w.Key] = w
+		pl.desired[w.Key] = w
 	}
-	liveAfter := map[string]string{} // uid → key of a webhook that exists after apply
-	goneAfter := map[string]string{} // uid → why it will not answer
-	broken := func(kind, key string) bool {
-		ext := map[string]string{KindWebhook: ".yaml", KindAutomation: ".md"}[kind]
-		return d.Broken[kind+"s/"+key+ext]
+	for _, step := range planSteps {
+		step.run(pl)
 	}
+	p.Diagnostics.Sort()
+	return p
+}
+
+// planSteps are MakePlan's steps, in order: later steps read what earlier
+// ones found (which UIDs answer after the revision, which automations
+// select them, which webhooks are new).
+var planSteps = []struct {
+	name string
+	run  func(*planner)
+}{
+	{"settings", (*planner).settings},
+	{"endpoints", (*planner).endpoints},
+	{"webhooks", (*planner).webhooks},
+	{"automations", (*planner).automations},
+	{"selectors", (*planner).selectorsOf},
+	{"renames", (*planner).renames},
+}
+
+// planner is the working state of one MakePlan.
+type planner struct {
+	plan    *Plan
+	d       *Desired
+	cur     *factory.State
+	desired map[string]*schema.Webhook // by key
+	// liveAfter maps the UID of each webhook that exists after the apply
+	// to its key; goneAfter maps each UID that will not answer to why.
+	liveAfter, goneAfter map[string]string
+	selectors            map[string][]string // uid → keys of the automations selecting it
+	created              []*schema.Webhook
+}
+
+// broken reports whether a definition's file has errors: it is neither
+// applied nor deleted.
+func (pl *planner) broken(file string) bool { return pl.d.Broken[file] }
+
+// settings lists the changed keys of factory.yaml.
+func (pl *planner) settings() {
+	p, cur := pl.plan, pl.cur
+	p.NewFactory = cur.Factory == nil
+	if cur.Factory == nil {
+		return
+	}
+	if cur.Factory.Settings.Description != pl.d.Settings.Description {
+		p.SettingsChanged = append(p.SettingsChanged, "description")
+	}
+	if cur.Factory.Settings.WebhookBaseURL != pl.d.Settings.WebhookBaseURL {
+		p.SettingsChanged = append(p.SettingsChanged, "webhookBaseUrl")
+	}
+}
+
+// endpoints finds which UIDs will answer after this revision, and which
+// stop, and why.
+func (pl *planner) endpoints() {
+	cur := pl.cur
 	for _, w := range cur.Webhooks {
-		if _, ok := desiredKeys[w.Key]; ok || broken(KindWebhook, w.Key) {
-			liveAfter[w.UID] = w.Key
+		if _, ok := pl.desired[w.Key]; ok || pl.broken(factory.WebhookFile(w.Key)) {
+			pl.liveAfter[w.UID] = w.Key
 		} else {
-			goneAfter[w.UID] = fmt.Sprintf("webhooks/%s.yaml, which this revision deletes", w.Key)
+			pl.goneAfter[w.UID] = factory.WebhookFile(w.Key) + ", which this revision deletes"
 		}
 	}
 	for key, uid := range cur.Pins {
-		if _, ok := desiredKeys[key]; ok && cur.Webhooks[key] == nil {
-			liveAfter[uid] = key
+		if _, ok := pl.desired[key]; ok && cur.Webhooks[key] == nil {
+			pl.liveAfter[uid] = key
 		}
 	}
 	for _, w := range cur.DeletedWebhooks {
-		goneAfter[w.UID] = fmt.Sprintf("webhooks/%s.yaml, deleted earlier", w.Key)
+		pl.goneAfter[w.UID] = factory.WebhookFile(w.Key) + ", deleted earlier"
 	}
+}
 
-	var created []*schema.Webhook
-	for _, w := range d.Webhooks {
+// webhooks plans each webhook's create, update or deletion, and checks its
+// secret.
+func (pl *planner) webhooks() {
+	p, cur := pl.plan, pl.cur
+	for _, w := range pl.d.Webhooks {
 		c := Change{Kind: KindWebhook, Name: w.Key, File: w.Doc.File, Keys: []string{}}
 		if old := cur.Webhooks[w.Key]; old == nil {
 			c.Action = ActionCreate
 			if uid, ok := cur.Pins[w.Key]; ok {
 				c.UID = &uid
 			}
-			created = append(created, w)
+			pl.created = append(pl.created, w)
 		} else {
 			uid := old.UID
 			c.UID = &uid
 			c.Keys = webhookDiff(&old.Spec, &w.WebhookSpec)
-			if sec := cur.Secrets[secretNameOf(factoryName, w)]; sec != nil && old.SecretName == sec.Name && sec.Version != old.SecretVersion {
+			if sec := cur.Secrets[secretNameOf(p.Factory, w)]; sec != nil && old.SecretName == sec.Name && sec.Version != old.SecretVersion {
 				c.Keys = append(c.Keys, "secret (rotated)")
 			}
-			c.Action = ActionUpdate
-			if len(c.Keys) == 0 {
-				c.Action = ActionNoop
-			}
+			c.Action = updateOrNoop(c.Keys)
 		}
 		p.Changes = append(p.Changes, c)
 		p.Diagnostics = append(p.Diagnostics, checkSecret(p, w, cur)...)
 	}
 	for _, old := range cur.SortedWebhooks() {
-		if desiredKeys[old.Key] == nil && !broken(KindWebhook, old.Key) {
+		if pl.desired[old.Key] == nil && !pl.broken(factory.WebhookFile(old.Key)) {
 			uid := old.UID
 			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindWebhook, Name: old.Key, UID: &uid,
-				File: "webhooks/" + old.Key + ".yaml", Keys: []string{}})
+				File: factory.WebhookFile(old.Key), Keys: []string{}})
 		}
 	}
+}
 
-	// Automations, and the webhooks they select.
-	selectors := map[string][]string{} // uid → automation keys selecting it
-	desiredAuto := map[string]bool{}
-	// Without state, each UID is warned about once, where it is first
-	// selected: a thousand identical warnings would bury the real ones.
-	type firstUse struct {
-		doc *schema.Document
-		ptr string
+func updateOrNoop(keys []string) string {
+	if len(keys) == 0 {
+		return ActionNoop
 	}
-	unchecked := map[string]firstUse{}
-	var uncheckedOrder []string
-	for _, a := range d.Automations {
-		desiredAuto[a.Key] = true
+	return ActionUpdate
+}
+
+// automations plans each automation's create, update or deletion.
+func (pl *planner) automations() {
+	p, cur := pl.plan, pl.cur
+	desired := map[string]bool{}
+	for _, a := range pl.d.Automations {
+		desired[a.Key] = true
 		c := Change{Kind: KindAutomation, Name: a.Key, File: a.Doc.File, Keys: []string{}}
 		if old := cur.Automations[a.Key]; old == nil {
 			c.Action = ActionCreate
@@ -167,70 +213,84 @@ func MakePlan(factoryName string, d *Desired, cur *factory.State) *Plan {
 			uid := old.UID
 			c.UID = &uid
 			c.Keys = automationDiff(&old.Spec, &a.AutomationSpec)
-			c.Action = ActionUpdate
-			if len(c.Keys) == 0 {
-				c.Action = ActionNoop
-			}
+			c.Action = updateOrNoop(c.Keys)
 		}
 		p.Changes = append(p.Changes, c)
+	}
+	for _, old := range cur.SortedAutomations() {
+		if !desired[old.Key] && !pl.broken(factory.AutomationFile(old.Key)) {
+			uid := old.UID
+			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindAutomation, Name: old.Key, UID: &uid,
+				File: factory.AutomationFile(old.Key), Keys: []string{}})
+		}
+	}
+}
+
+// selectorsOf checks every webhook UID a trigger selects: one that no
+// webhook has is an error, one that stops answering a warning. Without
+// state, each UID is warned about once, where it is first selected: a
+// thousand identical warnings would bury the real ones.
+func (pl *planner) selectorsOf() {
+	p := pl.plan
+	type firstUse struct {
+		doc *schema.Document
+		ptr string
+	}
+	unchecked := map[string]firstUse{}
+	var uncheckedOrder []string
+	for _, a := range pl.d.Automations {
 		for ti, t := range a.Triggers {
 			for i, uid := range t.Filter.WebhookIDs {
 				ptr := fmt.Sprintf("/triggers/%d/filter/webhook_ids/%d", ti, i)
-				selectors[uid] = append(selectors[uid], a.Key)
+				pl.selectors[uid] = append(pl.selectors[uid], a.Key)
 				switch {
 				case p.Stateless:
 					if _, seen := unchecked[uid]; !seen {
 						unchecked[uid] = firstUse{a.Doc, ptr}
 						uncheckedOrder = append(uncheckedOrder, uid)
 					}
-				case liveAfter[uid] != "":
-				case goneAfter[uid] != "":
+				case pl.liveAfter[uid] != "":
+				case pl.goneAfter[uid] != "":
 					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
-						fmt.Sprintf("%s is %s: this trigger will not fire for it", uid, goneAfter[uid])))
+						fmt.Sprintf("%s is %s: this trigger will not fire for it", uid, pl.goneAfter[uid])))
 				default:
 					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Error, ptr,
-						fmt.Sprintf("no webhook of factory %q has UID %s (factory status lists them; a new webhook gets its UID when it first applies)", factoryName, uid)))
+						fmt.Sprintf("no webhook of factory %q has UID %s (factory status lists them; a new webhook gets its UID when it first applies)", p.Factory, uid)))
 				}
 			}
 		}
 	}
 	for _, uid := range uncheckedOrder {
 		msg := fmt.Sprintf("%s is not checked: this dry-run has no state (use --data or --server to check webhook UIDs)", uid)
-		if n := len(selectors[uid]); n > 1 {
+		if n := len(pl.selectors[uid]); n > 1 {
 			msg += fmt.Sprintf("; %d automations select it", n)
 		}
 		u := unchecked[uid]
 		p.Diagnostics = append(p.Diagnostics, u.doc.Diag(schema.Warning, u.ptr, msg))
 	}
-	for _, old := range cur.SortedAutomations() {
-		if !desiredAuto[old.Key] && !broken(KindAutomation, old.Key) {
-			uid := old.UID
-			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindAutomation, Name: old.Key, UID: &uid,
-				File: "automations/" + old.Key + ".md", Keys: []string{}})
-		}
-	}
+}
 
-	// A rename is a delete and a create: say so, and who still points at
-	// the old UID.
-	for _, old := range cur.SortedWebhooks() {
-		if desiredKeys[old.Key] != nil || broken(KindWebhook, old.Key) {
+// renames warns where a deleted webhook and a created one describe the
+// same sender: a rename is a delete and a create, so say so, and who still
+// points at the old UID.
+func (pl *planner) renames() {
+	for _, old := range pl.cur.SortedWebhooks() {
+		if pl.desired[old.Key] != nil || pl.broken(factory.WebhookFile(old.Key)) {
 			continue
 		}
-		for _, w := range created {
+		for _, w := range pl.created {
 			if sameEndpoint(&old.Spec, &w.WebhookSpec) {
-				msg := fmt.Sprintf("looks like a rename of webhooks/%s.yaml: renaming is a delete and a create, so %s stops answering (404) and this webhook gets a new UID and secret",
-					old.Key, old.UID)
-				if sel := selectors[old.UID]; len(sel) > 0 {
+				msg := fmt.Sprintf("looks like a rename of %s: renaming is a delete and a create, so %s stops answering (404) and this webhook gets a new UID and secret",
+					factory.WebhookFile(old.Key), old.UID)
+				if sel := pl.selectors[old.UID]; len(sel) > 0 {
 					sort.Strings(sel)
 					msg += fmt.Sprintf("; automations still selecting %s: %s", old.UID, strings.Join(sel, ", "))
 				}
-				p.Diagnostics = append(p.Diagnostics, w.Doc.Diag(schema.Warning, "", msg))
+				pl.plan.Diagnostics = append(pl.plan.Diagnostics, w.Doc.Diag(schema.Warning, "", msg))
 				break
 			}
 		}
 	}
-	p.Diagnostics.Sort()
-	return p
 }
 
 // checkSecret verifies a webhook's secretName against the store's secrets.

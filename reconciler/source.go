@@ -51,9 +51,6 @@ func (d DirSource) String() string {
 	return d.Root
 }
 
-// definitionDirs are the folders whose every entry is a definition.
-var definitionDirs = []string{"webhooks", "automations"}
-
 // Fetch reads factory.yaml, webhooks/ and automations/. Everything else in
 // the directory is ignored, as in a git repository with other content. A
 // symlink is followed only while it stays inside the directory.
@@ -70,12 +67,12 @@ func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
 	}
 	snap := &Snapshot{Files: map[string][]byte{}}
 	r := dirReader{root: root, snap: snap}
-	r.file("factory.yaml", true)
-	for _, dir := range definitionDirs {
+	r.file(factory.SettingsFile, true)
+	for _, dir := range factory.DefinitionDirs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.dir(dir)
+		r.dir(dir.Dir)
 	}
 	snap.Revision = "sha256:" + contentDigest(snap.Files)[:12]
 	return snap, nil

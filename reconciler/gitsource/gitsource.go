@@ -192,9 +192,9 @@ func (s *Source) read(ctx context.Context, auth transport.AuthMethod, hash plumb
 		snap.Revision = refName.Short() + "@sha1:" + hash.String()
 	}
 	r := treeReader{repo: repo, tree: tree, snap: snap}
-	r.file("factory.yaml", true)
-	for _, dir := range []string{"webhooks", "automations"} {
-		r.dir(dir)
+	r.file(factory.SettingsFile, true)
+	for _, dir := range factory.DefinitionDirs {
+		r.dir(dir.Dir)
 	}
 	return snap, nil
 }

@@ -15,12 +15,20 @@ import (
 	"path/filepath"
 	"time"
 
+	"factory"
+
 	"github.com/fsnotify/fsnotify"
 )
 
 // watched are the folders a factory is read from; the root is watched too,
 // so that factory.yaml and folders created later are seen.
-var watched = []string{"webhooks", "automations"}
+var watched = func() []string {
+	var dirs []string
+	for _, d := range factory.DefinitionDirs {
+		dirs = append(dirs, d.Dir)
+	}
+	return dirs
+}()
 
 // Dir watches root and sends on the returned channel once a burst of
 // changes has settled: after quiet of the debounce period, or at most
