@@ -2,6 +2,7 @@ package factory
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"strings"
 )
@@ -12,6 +13,8 @@ const (
 	PrefixAutomation = "au_"
 	PrefixFactory    = "fc_"
 	PrefixForeman    = "fm_"
+	PrefixRun        = "run_"
+	PrefixDelivery   = "dlv_"
 )
 
 // IDEncoding is lowercase Crockford base32 without padding, for UIDs and
@@ -19,15 +22,37 @@ const (
 // bytes they encode.
 var IDEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
-// NewUID returns prefix + 120 random bits in lowercase Crockford base32:
-// URL-safe, unguessable, and easy to read aloud.
-func NewUID(prefix string) string {
-	b := make([]byte, UIDRandomBytes)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand: " + err.Error()) // never fails on supported platforms
+// MintID is the one way IDs are made: prefix, then head (a part that
+// orders IDs, such as a time, or nothing), then random bytes, all in
+// IDEncoding. It panics if the system's random source fails, which Go
+// documents as never happening on supported platforms: an ID that is not
+// random is worse than no ID.
+func MintID(prefix string, head []byte, random int) string {
+	var buf [32]byte // IDs are short: no allocation on the ingress path
+	b := buf[:0]
+	if len(head)+random > len(buf) {
+		b = make([]byte, 0, len(head)+random)
+	}
+	b = append(b, head...)
+	b = b[:len(head)+random]
+	if _, err := rand.Read(b[len(head):]); err != nil {
+		panic("crypto/rand: " + err.Error())
 	}
 	return prefix + IDEncoding.EncodeToString(b)
 }
+
+// DerivedID is an ID that the same parts always give: prefix, then 120
+// bits of the SHA-256 of the parts. Work that must happen once per
+// something (a run per delivery and automation) takes its ID from that
+// something, so that doing it again finds the first result.
+func DerivedID(prefix string, parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return prefix + IDEncoding.EncodeToString(h[:UIDRandomBytes])
+}
+
+// NewUID returns prefix + 120 random bits in lowercase Crockford base32:
+// URL-safe, unguessable, and easy to read aloud.
+func NewUID(prefix string) string { return MintID(prefix, nil, UIDRandomBytes) }
 
 // ValidUID reports whether s looks like a UID with the prefix.
 func ValidUID(prefix, s string) bool {

@@ -7,8 +7,6 @@ package automations
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -184,9 +182,13 @@ func (e *Evaluator) Drain() error {
 // so evaluating a delivery again (after a crash between starting its runs
 // and leaving the queue) finds the runs it started instead of starting
 // them twice.
+//
+// (Runs started before IDs had one encoding were derived in another
+// alphabet. That cannot start a run twice: a delivery's runs and its
+// removal from the queue are written in one batch, so no delivery whose
+// runs exist is evaluated again.)
 func RunID(deliveryID, automationUID string) string {
-	h := sha256.Sum256([]byte(deliveryID + "\x00" + automationUID))
-	return "run_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:15]))
+	return factory.DerivedID(factory.PrefixRun, deliveryID, automationUID)
 }
 
 // evaluate starts the runs of a batch of queued deliveries, records them on

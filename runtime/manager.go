@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,12 +141,6 @@ func (m *Manager) recover() error {
 	return nil
 }
 
-func newRunID() string {
-	b := make([]byte, 15)
-	rand.Read(b)
-	return "run_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
-}
-
 // Workspace is a run's working directory.
 func (m *Manager) Workspace(id string) string {
 	return filepath.Join(m.cfg.DataDir, "runs", id, "workspace")
@@ -215,7 +207,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 	now := time.Now().UTC()
 	id := req.ID
 	if id == "" {
-		id = newRunID()
+		id = factory.NewUID(factory.PrefixRun)
 	}
 	r = &factory.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: factory.StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,

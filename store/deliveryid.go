@@ -1,7 +1,6 @@
 package store
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"strings"
 	"sync/atomic"
@@ -31,10 +30,9 @@ func newDeliveryID(now time.Time, last *atomic.Int64) string {
 			break
 		}
 	}
-	var b [18]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(n))
-	rand.Read(b[8:])
-	return "dlv_" + factory.IDEncoding.EncodeToString(b[:])
+	var head [8]byte
+	binary.BigEndian.PutUint64(head[:], uint64(n))
+	return factory.MintID(factory.PrefixDelivery, head[:], 10)
 }
 
 // deliveryIDAt is the smallest ID NewDeliveryID can give at t: every
