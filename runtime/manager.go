@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"factory"
@@ -51,11 +53,13 @@ var (
 type Manager struct {
 	cfg Config
 
-	mu      sync.Mutex // queue, active, and read-modify-write of run records
+	// mu covers the queue and the active runs, nothing else: run records
+	// are changed through Store.UpdateRun, and no disk write waits under mu.
+	mu      sync.Mutex
 	queue   []string
 	active  map[string]*activeRun
 	wake    chan struct{}
-	stopped bool
+	stopped atomic.Bool // the manager is stopping: finished runs are not queued again
 	wg      sync.WaitGroup
 }
 
@@ -131,7 +135,7 @@ func (m *Manager) recover() error {
 	}
 	for _, r := range runs {
 		if r.State == factory.StateInProgress {
-			if err := m.finish(r, Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
+			if err := m.finish(r.ID, Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
 				return err
 			}
 			continue
@@ -278,6 +282,11 @@ func (m *Manager) enqueue(id string) {
 	m.mu.Lock()
 	m.queue = append(m.queue, id)
 	m.mu.Unlock()
+	m.wakeUp()
+}
+
+// wakeUp tells dispatch to look at the queue and the free slots again.
+func (m *Manager) wakeUp() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -304,17 +313,14 @@ func (m *Manager) dispatch(ctx context.Context) {
 				m.mu.Lock()
 				delete(m.active, id)
 				m.mu.Unlock()
-				select {
-				case m.wake <- struct{}{}:
-				default:
-				}
+				m.wakeUp()
 			}()
 		}
 		m.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			m.stopped.Store(true)
 			m.mu.Lock()
-			m.stopped = true
 			for _, a := range m.active {
 				a.cancel(errShutdown)
 			}
@@ -327,42 +333,17 @@ func (m *Manager) dispatch(ctx context.Context) {
 
 // execute runs one turn of a run and records how it ended.
 func (m *Manager) execute(ctx context.Context, id string) {
-	m.mu.Lock()
-	r, err := m.cfg.Store.Run(id)
-	if err != nil || r.State != factory.StateQueued {
-		m.mu.Unlock()
-		return // cancelled while queued
-	}
-	follow, _ := m.cfg.Store.FollowUps(id)
-	now := time.Now().UTC()
-	prev := *r
-	r.State, r.UpdatedAt = factory.StateInProgress, now
-	r.Turns++
-	if r.StartedAt == nil {
-		r.StartedAt = &now
-	}
-	turn := Turn{RunID: r.ID, Workspace: m.Workspace(r.ID), Prompt: r.Prompt,
-		PromptFile: filepath.Join(m.Workspace(r.ID), "PROMPT.md"), AttachmentsDir: filepath.Join(m.Workspace(r.ID), "attachments"),
-		IdleTimeout: m.idleTimeout(r)}
-	b := m.cfg.Store.NewLogBatch()
-	if r.Turns > 1 && len(follow) > 0 {
-		// A continued run: the oldest pending follow-up is this turn's.
-		turn.FollowUp = follow[0].Message
-		b.DropFollowUp(follow[0].Key)
-	}
-	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp})
-	b.PutRun(r, &prev)
-	err = b.Commit()
-	m.mu.Unlock()
+	r, turn, err := m.start(id)
 	if err != nil {
 		m.cfg.Log.Error("starting a run", "run", id, "err", err)
 		return
 	}
+	if r == nil {
+		return // cancelled while queued
+	}
 	if err := m.layOut(r); err != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if cur, rerr := m.cfg.Store.Run(id); rerr == nil {
-			m.finish(cur, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true)
+		if err := m.finish(id, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true); err != nil {
+			m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 		}
 		return
 	}
@@ -377,15 +358,47 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
 		res = Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, err = m.cfg.Store.Run(id)
-	if err == nil {
-		err = m.finish(r, res, res.State == factory.StateError)
-	}
-	if err != nil {
+	if err := m.finish(id, res, res.State == factory.StateError); err != nil {
 		m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 	}
+}
+
+// start moves a queued run to INPROGRESS for its next turn, taking the
+// oldest pending follow-up as the turn's message. A run that is no longer
+// queued (cancelled meanwhile) gives a nil run.
+func (m *Manager) start(id string) (*factory.Run, Turn, error) {
+	var turn Turn
+	started := false
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		if r.State != factory.StateQueued {
+			return store.ErrNoChange
+		}
+		follow, err := m.cfg.Store.FollowUps(id)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		r.State, r.UpdatedAt = factory.StateInProgress, now
+		r.Turns++
+		if r.StartedAt == nil {
+			r.StartedAt = &now
+		}
+		ws := m.Workspace(r.ID)
+		turn = Turn{RunID: r.ID, Workspace: ws, Prompt: r.Prompt, PromptFile: filepath.Join(ws, "PROMPT.md"),
+			AttachmentsDir: filepath.Join(ws, "attachments"), IdleTimeout: m.idleTimeout(r)}
+		if r.Turns > 1 && len(follow) > 0 {
+			// A continued run: the oldest pending follow-up is this turn's.
+			turn.FollowUp = follow[0].Message
+			b.DropFollowUp(follow[0].Key)
+		}
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp})
+		started = true
+		return nil
+	})
+	if err != nil || !started {
+		return nil, turn, err
+	}
+	return r, turn, nil
 }
 
 func (m *Manager) idleTimeout(r *factory.Run) time.Duration {
@@ -402,125 +415,118 @@ func (m *Manager) idleTimeout(r *factory.Run) time.Duration {
 // written without waiting for the disk: a crash loses the last few, never
 // a state.
 func (m *Manager) report(id string, e Event) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, err := m.cfg.Store.Run(id)
+	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
+		r.StatusMessage = &factory.StatusMessage{Message: e.Message}
+		r.UpdatedAt = e.Time
+		b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
+		return nil
+	})
 	if err != nil {
-		return
-	}
-	prev := *r
-	r.StatusMessage = &factory.StatusMessage{Message: e.Message}
-	r.UpdatedAt = e.Time
-	b := m.cfg.Store.NewLogBatch()
-	b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
-	b.PutRun(r, &prev)
-	if err := b.CommitNoSync(); err != nil {
 		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
 	}
 }
 
-// finish records a turn's end; the caller holds mu. A run with pending
-// follow-ups goes back to the queue for its next turn.
-func (m *Manager) finish(r *factory.Run, res Result, retryable bool) error {
-	prev := *r
-	now := time.Now().UTC()
-	r.State, r.UpdatedAt = res.State, now
-	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
-	if res.State == factory.StateError {
-		r.StatusMessage.ErrorCode = "platform_error"
-	}
-	b := m.cfg.Store.NewLogBatch()
-	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
-	pending, err := m.cfg.Store.FollowUps(r.ID)
-	if err != nil {
+// finish records a turn's end. A run with pending follow-ups goes back to
+// the queue for its next turn.
+func (m *Manager) finish(id string, res Result, retryable bool) error {
+	requeue := false
+	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) (err error) {
+		requeue, err = m.ended(r, b, res, retryable)
 		return err
-	}
-	requeue := len(pending) > 0 && res.State != factory.StateCancelled && !m.stopped
-	if requeue {
-		r.State = factory.StateQueued
-	}
-	b.PutRun(r, &prev)
-	if err := b.Commit(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if m.cfg.Finished != nil {
 		m.cfg.Finished(res.State)
 	}
 	if requeue {
-		m.queue = append(m.queue, r.ID)
-		select {
-		case m.wake <- struct{}{}:
-		default:
-		}
+		m.enqueue(id)
 	}
 	return nil
 }
 
-// stored reads a run for the API's methods: one that does not exist is
-// ErrNotFound, the error callers map to 404.
-func (m *Manager) stored(id string) (*factory.Run, error) {
-	r, err := m.cfg.Store.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
+// ended changes a run, within an UpdateRun, to the end of its turn, and
+// says whether pending follow-ups queue it again.
+func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bool) (requeue bool, err error) {
+	now := time.Now().UTC()
+	r.State, r.UpdatedAt = res.State, now
+	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
+	if res.State == factory.StateError {
+		r.StatusMessage.ErrorCode = "platform_error"
 	}
-	return r, err
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
+	pending, err := m.cfg.Store.FollowUps(r.ID)
+	if err != nil {
+		return false, err
+	}
+	requeue = len(pending) > 0 && res.State != factory.StateCancelled && !m.stopped.Load()
+	if requeue {
+		r.State = factory.StateQueued
+	}
+	return requeue, nil
 }
 
 // Cancel stops a queued or running run: it ends CANCELLED, and no process
 // of it is left. A run that has ended answers ErrTerminal.
 func (m *Manager) Cancel(id string) (*factory.Run, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, err := m.stored(id)
+	a, active := m.active[id]
+	queued := slices.Index(m.queue, id)
+	if queued >= 0 {
+		m.queue = slices.Delete(m.queue, queued, queued+1)
+	}
+	m.mu.Unlock()
+	var turn *activeRun
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		if r.State.Terminal() {
+			return fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
+		}
+		if active && r.State == factory.StateInProgress {
+			turn = a // the turn ends CANCELLED and records it
+			return store.ErrNoChange
+		}
+		_, err := m.ended(r, b, Result{State: factory.StateCancelled, Message: "cancelled"}, false)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	if r.State.Terminal() {
-		return nil, fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
+	if turn != nil {
+		turn.cancel(context.Canceled)
+	} else if m.cfg.Finished != nil {
+		m.cfg.Finished(factory.StateCancelled)
 	}
-	if a, ok := m.active[id]; ok && r.State == factory.StateInProgress {
-		a.cancel(context.Canceled) // the turn ends CANCELLED and records it
-		return r, nil
-	}
-	for i, q := range m.queue {
-		if q == id {
-			m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
-			break
-		}
-	}
-	return r, m.finish(r, Result{State: factory.StateCancelled, Message: "cancelled"}, false)
+	return r, nil
 }
 
 // FollowUp sends a message to a run. During a turn (or while queued) it
 // waits for the next turn; a run that has ended is continued: it goes back
 // to QUEUED with the message as its next turn. Several keep their order.
 func (m *Manager) FollowUp(id, message string) (*factory.Run, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, err := m.stored(id)
+	requeue := false
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		now := time.Now().UTC()
+		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
+		requeue = r.State.Terminal()
+		if requeue {
+			r.State = factory.StateQueued
+		}
+		r.UpdatedAt = now
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC()
-	prev := *r
-	b := m.cfg.Store.NewLogBatch()
-	b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
-	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
-	requeue := r.State.Terminal()
 	if requeue {
-		r.State = factory.StateQueued
-	}
-	r.UpdatedAt = now
-	b.PutRun(r, &prev)
-	if err := b.Commit(); err != nil {
-		return nil, err
-	}
-	if requeue {
-		m.queue = append(m.queue, id)
-		select {
-		case m.wake <- struct{}{}:
-		default:
-		}
+		m.enqueue(id)
 	}
 	return r, nil
 }

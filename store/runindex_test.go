@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,5 +52,61 @@ func TestSupersededEntriesAndSweep(t *testing.T) {
 	}
 	if list(store.RunQuery{AsOf: asOf}) != 0 || list(store.RunQuery{}) != 1 {
 		t.Fatal("after the sweep: the old walk has nothing left, the current one is whole")
+	}
+}
+
+// TestUpdateRun: concurrent read-modify-writes of one run lose nothing,
+// ErrNoChange writes nothing, and an update's error aborts its batch.
+func TestUpdateRun(t *testing.T) {
+	s, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	b := s.NewLogBatch()
+	b.PutRun(&factory.Run{ID: "run_1", State: factory.StateQueued, CreatedAt: now, UpdatedAt: now}, nil)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.UpdateRun("run_1", i%2 == 0, func(r *factory.Run, b *store.Batch) error {
+				r.Turns++
+				b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "message"})
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := s.Run("run_1")
+	if err != nil || r.Turns != 20 || r.Events != 20 {
+		t.Fatalf("after 20 updates: turns %d, events %d, %v", r.Turns, r.Events, err)
+	}
+	if evs, _ := s.RunEvents("run_1"); len(evs) != 20 {
+		t.Fatalf("%d events stored, want 20", len(evs))
+	}
+	boom := errors.New("boom")
+	for _, want := range []error{store.ErrNoChange, boom} {
+		_, err := s.UpdateRun("run_1", true, func(r *factory.Run, b *store.Batch) error {
+			r.State = factory.StateFailed
+			b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished"})
+			return want
+		})
+		if want == boom && !errors.Is(err, boom) || want != boom && err != nil {
+			t.Fatalf("update returning %v: %v", want, err)
+		}
+		if r, _ := s.Run("run_1"); r.State != factory.StateQueued || r.Events != 20 {
+			t.Fatalf("update returning %v wrote: %+v", want, r)
+		}
+	}
+	if _, err := s.UpdateRun("run_nope", true, func(*factory.Run, *store.Batch) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a missing run: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"factory"
@@ -64,6 +65,48 @@ func (b *Batch) QueueFollowUp(runID string, seq int, message string) {
 
 // DropFollowUp removes a follow-up once its turn has started.
 func (b *Batch) DropFollowUp(key string) { b.delete(key) }
+
+// ErrNoChange, returned by an update function, ends UpdateRun without
+// writing anything.
+var ErrNoChange = errors.New("no change")
+
+// UpdateRun reads a run, lets update change it and add writes of its own
+// to the batch (timeline events, follow-ups), and writes the run with its
+// indexes: one read-modify-write, serialised with every other UpdateRun of
+// the same run. durable waits for the disk; a status message need not. It
+// returns the run as written, or as it was when update returned
+// ErrNoChange; any other error of update is returned and nothing is
+// written.
+func (s *Store) UpdateRun(id string, durable bool, update func(*factory.Run, *Batch) error) (*factory.Run, error) {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	mu := &s.runLocks[h.Sum32()%uint32(len(s.runLocks))]
+	mu.Lock()
+	defer mu.Unlock()
+	r, err := s.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	prev := *r
+	b := s.NewLogBatch()
+	if err := update(r, b); err != nil {
+		b.Abort()
+		if errors.Is(err, ErrNoChange) {
+			return &prev, nil
+		}
+		return nil, err
+	}
+	b.PutRun(r, &prev)
+	if durable {
+		err = b.Commit()
+	} else {
+		err = b.CommitNoSync()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
 // Run reads one run.
 func (s *Store) Run(id string) (*factory.Run, error) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,9 @@ type Store struct {
 	// legacyMarks says identity marks in the layout before day buckets
 	// may remain (set at Open, cleared by the sweep when none is left).
 	legacyMarks atomic.Bool
+	// runLocks serialise the read-modify-writes of a run (UpdateRun),
+	// striped by run ID so that different runs do not wait for each other.
+	runLocks [64]sync.Mutex
 }
 
 // Open opens (creating if needed) the store in dir/db. Files are created
