@@ -36,17 +36,12 @@ type ACPExecutor struct {
 	InitTimeout time.Duration
 }
 
-// Run runs one turn.
+// Run runs one turn: start the agent, the handshake (initialize, then
+// session/new), then the prompt, supervised until the agent ends its turn
+// or the turn is stopped.
 func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Result {
 	if len(e.Command) == 0 {
 		return Result{State: factory.StateError, Message: "the environment has no command"}
-	}
-	grace, initTimeout := e.Grace, e.InitTimeout
-	if grace == 0 {
-		grace = 10 * time.Second
-	}
-	if initTimeout == 0 {
-		initTimeout = 30 * time.Second
 	}
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
 	cmd.Dir = t.Workspace
@@ -60,154 +55,180 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
 	defer proc.close()
-	fromAgent, stderr := proc.stdout, proc.stderr
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	cl := &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}
+	s := &acpTurn{ctx: ctx, t: t, proc: proc, grace: e.Grace, initTimeout: e.InitTimeout,
+		cl: &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}}
+	if s.grace == 0 {
+		s.grace = 10 * time.Second
+	}
+	if s.initTimeout == 0 {
+		s.initTimeout = 30 * time.Second
+	}
+	s.exited = waitExit(proc, &s.waitErr)
 	// The connection's own diagnostics (a closed pipe at every turn's end)
 	// are not the server's news: what matters reaches the run's result.
 	// The library reads its logger from its receive goroutine, which starts
 	// with the connection: the gate holds that goroutine's first read until
 	// the logger is set, so that the two do not race.
-	gate := &gatedReader{r: fromAgent, open: make(chan struct{})}
-	conn := acp.NewClientSideConnection(cl, toAgent, gate)
-	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	gate := &gatedReader{r: proc.stdout, open: make(chan struct{})}
+	s.conn = acp.NewClientSideConnection(s.cl, toAgent, gate)
+	s.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	close(gate.open)
-	result := func(state factory.RunState, msg string) Result {
-		cl.flush()
-		return Result{State: state, Message: msg, Stderr: stderr.String()}
+	if res, ok := s.handshake(); !ok {
+		return res
 	}
-	died := func(err error) Result {
-		msg := "the agent exited during the turn"
+	return s.prompt()
+}
+
+// acpTurn is one turn of an ACP agent in progress.
+type acpTurn struct {
+	ctx                context.Context
+	t                  Turn
+	proc               *agentProcess
+	conn               *acp.ClientSideConnection
+	cl                 *acpClient
+	grace, initTimeout time.Duration
+	session            acp.SessionId
+
+	exited  <-chan struct{} // closed when the agent's process has exited
+	waitErr error           // its exit error, once exited is closed
+}
+
+// result ends the turn: the agent's text not yet reported is reported.
+func (s *acpTurn) result(state factory.RunState, msg string) Result {
+	s.cl.flush()
+	return Result{State: state, Message: msg, Stderr: s.proc.stderr.String()}
+}
+
+// died is the result of a turn whose agent exited before ending it.
+func (s *acpTurn) died(err error) Result {
+	msg := "the agent exited during the turn"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	if last := lastLine(s.proc.stderr.String()); last != "" {
+		msg += ": " + last
+	}
+	return s.result(factory.StateError, msg)
+}
+
+// call makes one handshake call with a timeout. gone says the agent exited
+// meanwhile; an agent that does not answer is a platform failure.
+func (s *acpTurn) call(f func(context.Context) error) (err error, gone bool) {
+	cctx, cancel := context.WithTimeout(s.ctx, s.initTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(cctx) }()
+	select {
+	case err := <-done:
+		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {
+			return context.DeadlineExceeded, false // the library wraps it in an RPC error
+		}
 		if err != nil {
-			msg += ": " + err.Error()
-		}
-		if last := lastLine(stderr.String()); last != "" {
-			msg += ": " + last
-		}
-		return result(factory.StateError, msg)
-	}
-
-	// Handshake: an agent that does not answer is a platform failure.
-	type answer struct {
-		err error
-	}
-	call := func(f func(context.Context) error, timeout time.Duration) (error, bool) {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		done := make(chan answer, 1)
-		go func() { done <- answer{f(cctx)} }()
-		select {
-		case a := <-done:
-			if a.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-				return context.DeadlineExceeded, false // the library wraps it in an RPC error
+			// A failed call may be the agent dying: say so if it did.
+			select {
+			case <-s.exited:
+				return err, true
+			case <-time.After(200 * time.Millisecond):
 			}
-			if a.err != nil {
-				// A failed call may be the agent dying: say so if it did.
-				select {
-				case <-exited:
-					return a.err, true
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-			return a.err, false
-		case <-exited:
-			return errors.New("exited"), true
+		}
+		return err, false
+	case <-s.exited:
+		return errors.New("exited"), true
+	}
+}
+
+// handshake initializes the agent and opens a session in the workspace.
+// ok is false when the turn ended there, with res saying how.
+func (s *acpTurn) handshake() (res Result, ok bool) {
+	steps := []struct {
+		what string // "the agent <what>: <error>"
+		call func(context.Context) error
+	}{
+		{"failed initialize", func(c context.Context) error {
+			_, err := s.conn.Initialize(c, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
+				ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}})
+			return err
+		}},
+		{"could not open a session", func(c context.Context) error {
+			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: s.t.Workspace, McpServers: []acp.McpServer{}})
+			s.session = r.SessionId
+			return err
+		}},
+	}
+	for i, step := range steps {
+		err, gone := s.call(step.call)
+		switch {
+		case gone:
+			return s.died(nil), false
+		case s.ctx.Err() != nil:
+			return s.result(factory.StateCancelled, "cancelled"), false
+		case i == 0 && errors.Is(err, context.DeadlineExceeded):
+			return s.result(factory.StateError, fmt.Sprintf("the agent did not answer initialize within %s", s.initTimeout)), false
+		case err != nil:
+			return s.result(factory.StateError, fmt.Sprintf("the agent %s: %v", step.what, err)), false
 		}
 	}
-	err, gone := call(func(c context.Context) error {
-		_, err := conn.Initialize(c, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
-			ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}})
-		return err
-	}, initTimeout)
-	switch {
-	case gone:
-		return died(nil)
-	case ctx.Err() != nil:
-		return result(factory.StateCancelled, "cancelled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return result(factory.StateError, fmt.Sprintf("the agent did not answer initialize within %s", initTimeout))
-	case err != nil:
-		return result(factory.StateError, fmt.Sprintf("the agent failed initialize: %v", err))
-	}
-	var session acp.SessionId
-	err, gone = call(func(c context.Context) error {
-		s, err := conn.NewSession(c, acp.NewSessionRequest{Cwd: t.Workspace, McpServers: []acp.McpServer{}})
-		session = s.SessionId
-		return err
-	}, initTimeout)
-	switch {
-	case gone:
-		return died(nil)
-	case ctx.Err() != nil:
-		return result(factory.StateCancelled, "cancelled")
-	case err != nil:
-		return result(factory.StateError, fmt.Sprintf("the agent could not open a session: %v", err))
-	}
+	return Result{}, true
+}
 
-	prompt := t.Prompt
-	if t.FollowUp != "" {
-		prompt += "\n\n---\nThe run continues. Follow-up from the user:\n" + t.FollowUp
+// prompt sends the turn's prompt (with the follow-up of a continued run)
+// and supervises the turn until it ends.
+func (s *acpTurn) prompt() Result {
+	prompt := s.t.Prompt
+	if s.t.FollowUp != "" {
+		prompt += "\n\n---\nThe run continues. Follow-up from the user:\n" + s.t.FollowUp
 	}
 	promptCtx, stopPrompt := context.WithCancel(context.Background())
 	defer stopPrompt()
-	type prompted struct {
-		resp acp.PromptResponse
-		err  error
-	}
-	done := make(chan prompted, 1)
+	var resp acp.PromptResponse
+	var promptErr error
+	answered := make(chan struct{})
 	go func() {
-		resp, err := conn.Prompt(promptCtx, acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock(prompt)}})
-		done <- prompted{resp, err}
+		resp, promptErr = s.conn.Prompt(promptCtx, acp.PromptRequest{SessionId: s.session, Prompt: []acp.ContentBlock{acp.TextBlock(prompt)}})
+		close(answered)
 	}()
-
-	var total <-chan time.Time
-	if t.Timeout > 0 {
-		total = time.After(t.Timeout)
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-answered:
+		case <-s.exited:
+		}
+		close(ended)
+	}()
+	finish := func() Result {
+		select {
+		case <-answered:
+		default:
+			return s.died(s.waitErr) // exited without answering
+		}
+		if promptErr != nil {
+			select {
+			case <-s.exited:
+				return s.died(s.waitErr)
+			case <-time.After(100 * time.Millisecond):
+			}
+			return s.result(factory.StateFailed, "the agent answered the prompt with an error: "+promptErr.Error())
+		}
+		switch resp.StopReason {
+		case acp.StopReasonEndTurn:
+			return s.result(factory.StateSucceeded, "the agent ended its turn")
+		case acp.StopReasonCancelled:
+			return s.result(factory.StateCancelled, "cancelled")
+		default:
+			return s.result(factory.StateFailed, fmt.Sprintf("the agent stopped: %s", resp.StopReason))
+		}
 	}
-	idle := newTimer(t.IdleTimeout)
 	// stop asks the agent to end the turn (session/cancel), then kills it.
 	stop := func(state factory.RunState, msg string) Result {
-		_ = conn.Cancel(context.Background(), acp.CancelNotification{SessionId: session})
+		_ = s.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: s.session})
 		select {
-		case <-done:
-		case <-exited:
-		case <-time.After(grace):
+		case <-answered:
+		case <-s.exited:
+		case <-time.After(s.grace):
 		}
-		return result(state, msg)
+		return s.result(state, msg)
 	}
-	for {
-		select {
-		case p := <-done:
-			if p.err != nil {
-				select {
-				case err := <-exited:
-					return died(err)
-				case <-time.After(100 * time.Millisecond):
-				}
-				return result(factory.StateFailed, "the agent answered the prompt with an error: "+p.err.Error())
-			}
-			switch p.resp.StopReason {
-			case acp.StopReasonEndTurn:
-				return result(factory.StateSucceeded, "the agent ended its turn")
-			case acp.StopReasonCancelled:
-				return result(factory.StateCancelled, "cancelled")
-			default:
-				return result(factory.StateFailed, fmt.Sprintf("the agent stopped: %s", p.resp.StopReason))
-			}
-		case err := <-exited:
-			return died(err)
-		case <-cl.activity:
-			idle.Reset()
-		case <-ctx.Done():
-			return stop(factory.StateCancelled, "cancelled")
-		case <-total:
-			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
-		case <-idle.C():
-			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
-		}
-	}
+	return supervise(s.ctx, s.t, s.cl.activity, ended, finish, stop)
 }
 
 // acpClient is the client side of a session: it turns the agent's updates

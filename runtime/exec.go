@@ -78,8 +78,8 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 			}
 		}
 	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	exited := waitExit(proc, &waitErr)
 	// end kills what is left of the group (background children holding
 	// stdout) and reads the output to its end.
 	end := func() {
@@ -87,13 +87,11 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		<-lines
 		<-proc.stderrDone
 	}
-
-	var total, idle <-chan time.Time
-	if t.Timeout > 0 {
-		total = time.After(t.Timeout)
+	finish := func() Result {
+		end()
+		return finished(waitErr, stderr.String())
 	}
-	idleTimer := newTimer(t.IdleTimeout)
-	idle = idleTimer.C()
+	// stop: SIGTERM, then SIGKILL after the grace period.
 	stop := func(state factory.RunState, msg string) Result {
 		proc.signal(syscall.SIGTERM)
 		select {
@@ -105,22 +103,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		end()
 		return Result{State: state, Message: msg, Stderr: stderr.String()}
 	}
-	for {
-		select {
-		case err := <-exited:
-			end()
-			return finished(err, stderr.String())
-		case <-activity:
-			idleTimer.Reset()
-			idle = idleTimer.C()
-		case <-ctx.Done():
-			return stop(factory.StateCancelled, "cancelled")
-		case <-total:
-			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
-		case <-idle:
-			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
-		}
-	}
+	return supervise(ctx, t, activity, exited, finish, stop)
 }
 
 func finished(err error, stderr string) Result {
@@ -208,6 +191,13 @@ func (tm *timer) C() <-chan time.Time {
 		return nil
 	}
 	return tm.t.C
+}
+
+// Stop releases the timer.
+func (tm *timer) Stop() {
+	if tm.t != nil {
+		tm.t.Stop()
+	}
 }
 
 func (tm *timer) Reset() {

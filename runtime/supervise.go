@@ -1,0 +1,52 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"factory"
+)
+
+// supervise waits for a turn to end, for every executor alike. The agent
+// ends it (ended is closed; finish says how), or the turn is stopped: the
+// run is cancelled (ctx), the environment's timeout passes, or the agent
+// is quiet for the idle timeout (activity resets it). stop asks the agent
+// to end and makes sure it has; its result is the turn's.
+func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-chan struct{},
+	finish func() Result, stop func(state factory.RunState, msg string) Result) Result {
+	var total <-chan time.Time
+	if t.Timeout > 0 {
+		tm := time.NewTimer(t.Timeout)
+		defer tm.Stop()
+		total = tm.C
+	}
+	idle := newTimer(t.IdleTimeout)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ended:
+			return finish()
+		case <-activity:
+			idle.Reset()
+		case <-ctx.Done():
+			return stop(factory.StateCancelled, "cancelled")
+		case <-total:
+			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+		case <-idle.C():
+			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+		}
+	}
+}
+
+// waitExit waits for the agent's process in the background: the returned
+// channel is closed when it has exited, and *err is then its exit error.
+// A closed channel can be waited on by any number of selects.
+func waitExit(p *agentProcess, err *error) <-chan struct{} {
+	exited := make(chan struct{})
+	go func() {
+		*err = p.cmd.Wait()
+		close(exited)
+	}()
+	return exited
+}
