@@ -1,22 +1,15 @@
 package filter
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// KeyResult is one condition's outcome, for the Test filter action: which
-// key stopped a delivery (filters.md).
-type KeyResult struct {
-	Path          string `json:"path"`
-	Operator      string `json:"operator"`
-	Expected      any    `json:"expected"`
-	Actual        any    `json:"actual,omitempty"`
-	ActualPresent bool   `json:"actual_present"`
-	Passed        bool   `json:"passed"`
-}
+	"factory"
+)
 
 // Explain evaluates every condition and reports each, leaf by leaf, in key
 // order. The payload matches when every result passed.
-func (f *Filter) Explain(payload any) []KeyResult {
-	out := []KeyResult{}
+func (f *Filter) Explain(payload any) []factory.KeyResult {
+	out := []factory.KeyResult{}
 	if f == nil {
 		return out
 	}
@@ -27,7 +20,7 @@ func (f *Filter) Explain(payload any) []KeyResult {
 		if c.nested != nil {
 			obj, isObj := v.(map[string]any)
 			if !present || !isObj {
-				r := KeyResult{Path: c.path, Operator: "object", Expected: "an object matching the nested filter", ActualPresent: present}
+				r := factory.KeyResult{Path: c.path, Operator: "object", Expected: "an object matching the nested filter", ActualPresent: present}
 				if present {
 					r.Actual = v
 				}
@@ -37,7 +30,7 @@ func (f *Filter) Explain(payload any) []KeyResult {
 			out = append(out, c.nested.Explain(obj)...)
 			continue
 		}
-		base := KeyResult{Path: c.path, ActualPresent: present}
+		base := factory.KeyResult{Path: c.path, ActualPresent: present}
 		if present {
 			base.Actual = v
 		}

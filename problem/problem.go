@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"factory"
 )
 
 // Error codes and the statuses they answer (agents-api.md, ingress.md).
@@ -65,11 +67,37 @@ type body struct {
 	Retryable bool   `json:"retryable,omitempty"`
 }
 
-// Write renders err. An error that is not an *Error is internal: its text
-// goes to the log, never to the caller.
-func Write(w http.ResponseWriter, r *http.Request, err error, log *slog.Logger) {
+// fromDomain is the one mapping of the domain's error codes to problem
+// codes (and so to statuses).
+var fromDomain = map[string]string{
+	factory.EINVALID:   InvalidRequest,
+	factory.ENOTFOUND:  NotFound,
+	factory.ECONFLICT:  Conflict,
+	factory.EFORBIDDEN: NotAuthorized,
+}
+
+// Of is the *Error a caller sees for err: err itself, a domain error
+// mapped to its problem code, or nil for an internal error.
+func Of(err error) *Error {
 	var e *Error
-	if !errors.As(err, &e) {
+	if errors.As(err, &e) {
+		return e
+	}
+	var de *factory.Error
+	if errors.As(err, &de) {
+		if code, ok := fromDomain[de.Code]; ok {
+			return Errorf(code, de.Message)
+		}
+	}
+	return nil
+}
+
+// Write renders err. An error that is neither an *Error nor a domain error
+// of a known code is internal: its text goes to the log, never to the
+// caller.
+func Write(w http.ResponseWriter, r *http.Request, err error, log *slog.Logger) {
+	e := Of(err)
+	if e == nil {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = Errorf(Internal, "internal error")
 	}

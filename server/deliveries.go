@@ -4,15 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"factory"
 
 	"factory/cursor"
-	"factory/store"
 )
 
 // DeliveryView is a delivery as the admin API shows it; Payload is set on
@@ -49,21 +46,12 @@ func (s *Server) cursorKey() ([]byte, error) {
 	return s.cursorKeyV, s.cursorErr
 }
 
-// anyWebhook finds a webhook by UID, deleted ones included: a deleted
-// webhook's log stays readable for its retention period.
-func (s *Server) anyWebhook(uid string) (*factory.Webhook, error) {
-	w, err := s.store.WebhookByUID(uid)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(CodeNotFound, fmt.Sprintf("no webhook %s", uid))
-	}
-	return w, err
-}
-
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
-	wh, err := s.anyWebhook(r.PathValue("uid"))
+	wh, err := s.svc.AnyWebhook(r.Context(), r.PathValue("uid"))
 	if err != nil {
 		return err
 	}
+	uid := wh.UID
 	limit := 50
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -78,55 +66,34 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	var before string
 	if c := r.URL.Query().Get("cursor"); c != "" {
-		if before, err = cursor.Open(key, wh.UID, c); err != nil {
+		if before, err = cursor.Open(key, uid, c); err != nil {
 			return errorf(CodeInvalidRequest, "the cursor is not one this server gave for this webhook's deliveries")
 		}
 	}
-	ds, more, err := s.store.Deliveries(wh.UID, before, limit)
+	ds, more, err := s.svc.Deliveries(r.Context(), uid, before, limit)
 	if err != nil {
 		return err
 	}
-	if ds == nil {
-		ds = []*factory.Delivery{}
-	}
 	page := PageInfo{HasNextPage: more}
 	if more {
-		page.NextCursor = cursor.Seal(key, wh.UID, ds[len(ds)-1].ID)
+		page.NextCursor = cursor.Seal(key, uid, ds[len(ds)-1].ID)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds, "page_info": page})
 	return nil
 }
 
 func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
-	wh, err := s.anyWebhook(r.PathValue("uid"))
+	d, payload, err := s.svc.Delivery(r.Context(), r.PathValue("uid"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	d, err := s.store.Delivery(wh.UID, r.PathValue("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(CodeNotFound, fmt.Sprintf("no delivery %s for webhook %s", r.PathValue("id"), wh.UID))
-	}
-	if err != nil {
-		return err
-	}
-	v := DeliveryView{Delivery: d}
-	if d.Label == factory.LabelAccepted {
-		if p, err := s.store.DeliveryPayload(wh.UID, d.ID); err == nil {
-			v.Payload = p
-		}
-	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, DeliveryView{Delivery: d, Payload: payload})
 	return nil
 }
 
 func (s *Server) suspend(suspended bool) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		s.syncMu.Lock()
-		wh, err := s.store.SetSuspended(r.PathValue("uid"), suspended)
-		s.syncMu.Unlock()
-		if errors.Is(err, store.ErrNotFound) {
-			return errorf(CodeNotFound, fmt.Sprintf("no webhook %s", r.PathValue("uid")))
-		}
+		wh, err := s.svc.SetSuspended(r.Context(), r.PathValue("uid"), suspended)
 		if err != nil {
 			return err
 		}

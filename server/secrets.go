@@ -2,11 +2,9 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"factory"
 
@@ -35,19 +33,6 @@ func decodeBody(r *http.Request, v any) error {
 	return nil
 }
 
-// secretError maps the secrets package's errors to API errors.
-func secretError(err error) error {
-	switch {
-	case errors.Is(err, secrets.ErrInvalid):
-		return errorf(CodeInvalidRequest, err.Error())
-	case errors.Is(err, secrets.ErrNotFound):
-		return errorf(CodeNotFound, err.Error())
-	case errors.Is(err, secrets.ErrExists), errors.Is(err, secrets.ErrInUse):
-		return errorf(CodeConflict, err.Error())
-	}
-	return err
-}
-
 // SecretRequest is the body of POST /v1/secrets and of a rotation. A
 // missing value asks the server to generate one.
 type SecretRequest struct {
@@ -70,12 +55,9 @@ func (q SecretRequest) value() []byte {
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
-	secs, err := s.store.Secrets()
+	secs, err := s.svc.Secrets(r.Context())
 	if err != nil {
 		return err
-	}
-	if secs == nil {
-		secs = []*factory.Secret{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"secrets": secs})
 	return nil
@@ -86,13 +68,10 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &q); err != nil {
 		return err
 	}
-	s.syncMu.Lock()
-	sec, gen, err := secrets.Create(s.store, s.applier.Keyring, q.Name, q.value(), q.URLSafe, time.Now().UTC())
-	s.syncMu.Unlock()
+	sec, gen, err := s.svc.CreateSecret(r.Context(), q.Name, q.value(), q.URLSafe)
 	if err != nil {
-		return secretError(err)
+		return err
 	}
-	s.syncAll(r.Context()) // a webhook may have been waiting for this secret
 	writeJSON(w, http.StatusOK, SecretResponse{Secret: sec, Value: string(gen)})
 	return nil
 }
@@ -102,23 +81,17 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &q); err != nil {
 		return err
 	}
-	s.syncMu.Lock()
-	sec, gen, err := secrets.Rotate(s.store, s.applier.Keyring, r.PathValue("name"), q.value(), time.Now().UTC())
-	s.syncMu.Unlock()
+	sec, gen, err := s.svc.RotateSecret(r.Context(), r.PathValue("name"), q.value())
 	if err != nil {
-		return secretError(err)
+		return err
 	}
-	s.syncAll(r.Context()) // the next sync is when webhooks switch to the new value
 	writeJSON(w, http.StatusOK, SecretResponse{Secret: sec, Value: string(gen)})
 	return nil
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
-	s.syncMu.Lock()
-	err := secrets.Delete(s.store, r.PathValue("name"))
-	s.syncMu.Unlock()
-	if err != nil {
-		return secretError(err)
+	if err := s.svc.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{})
 	return nil

@@ -22,6 +22,7 @@ import (
 	"factory/ingress"
 	"factory/reconciler"
 	"factory/runtime"
+	"factory/service"
 	"factory/store"
 )
 
@@ -53,6 +54,7 @@ type Server struct {
 	cfg     Config
 	store   *store.Store
 	applier *reconciler.Applier
+	svc     *service.Service
 	log     *slog.Logger
 	metrics *metrics
 
@@ -87,6 +89,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{})}
+	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Runs != nil {
 		s.metrics.runGauges(cfg.Runs.Counts)

@@ -11,7 +11,6 @@ import (
 
 	"factory/client"
 	"factory/reconciler"
-	"factory/server"
 )
 
 func TestTestFilter(t *testing.T) {
@@ -42,8 +41,8 @@ func TestTestFilter(t *testing.T) {
 		t.Fatalf("setup: %+v", rejected.Delivery)
 	}
 
-	test := func(auto, delivery string) (*server.TestResult, error) {
-		var res server.TestResult
+	test := func(auto, delivery string) (*factory.TestResult, error) {
+		var res factory.TestResult
 		err := h.c.TestFilter(ctx, ids[auto], delivery, &res)
 		return &res, err
 	}
@@ -84,7 +83,7 @@ func TestTestFilter(t *testing.T) {
 		t.Fatalf("impact through the server: %v %+v", err, impacts)
 	}
 
-	var res2 server.TestResult
+	var res2 factory.TestResult
 	if err := h.c.TestFilter(ctx, "au_nope", opened, &res2); err == nil || client.StatusOf(err) != 404 {
 		t.Fatalf("an unknown automation: %v", err)
 	}

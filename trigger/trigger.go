@@ -121,7 +121,7 @@ type Explanation struct {
 	Trigger int
 	// PayloadMatched and Keys are that trigger's payload check.
 	PayloadMatched bool
-	Keys           []filter.KeyResult
+	Keys           []factory.KeyResult
 }
 
 // Fires reports whether the explanation is of an event that fires.
@@ -130,7 +130,7 @@ func (x *Explanation) Fires() bool { return len(x.Selecting) > 0 && x.PayloadMat
 // Explain evaluates an event against every trigger and reports the
 // outcome in full, for the Test filter action and for plans.
 func (s *Set) Explain(ev Event) Explanation {
-	x := Explanation{Keys: []filter.KeyResult{}}
+	x := Explanation{Keys: []factory.KeyResult{}}
 	var selected []string
 	for i := range s.triggers {
 		if s.triggers[i].selects(ev.Source) {

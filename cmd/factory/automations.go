@@ -3,14 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"factory"
 
 	"github.com/spf13/cobra"
-
-	"factory/server"
-	"factory/store"
 )
 
 func (a *app) automationsCmd() *cobra.Command {
@@ -29,30 +25,16 @@ each payload filter key, so you see which key stopped the delivery.`,
 			if delivery == "" {
 				return errors.New("--delivery is required: pick one from factory webhooks deliveries")
 			}
-			var res server.TestResult
-			if c := a.remote(); c != nil {
-				uid, err := remoteAutomationUID(cmd, a, args[0])
+			var res *factory.TestResult
+			err := a.withBackend(func(b backend) error {
+				au, err := resolveAutomation(cmd.Context(), b, args[0])
 				if err != nil {
 					return err
 				}
-				if err := c.TestFilter(cmd.Context(), uid, delivery, &res); err != nil {
-					return apiError(err)
-				}
-			} else if err := a.withStore(func(s *store.Store) error {
-				au, err := findAutomation(s, args[0])
-				if err != nil {
-					return err
-				}
-				r, err := server.TestFilter(s, au.UID, delivery)
-				var apiErr *server.Error
-				if errors.As(err, &apiErr) {
-					return errors.New(apiErr.Message)
-				}
-				if err == nil {
-					res = *r
-				}
+				res, err = b.TestFilter(cmd.Context(), au.uid, delivery)
 				return err
-			}); err != nil {
+			})
+			if err != nil {
 				return err
 			}
 			if output == "json" {
@@ -97,67 +79,4 @@ func mustJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// findAutomation resolves NAME, FACTORY/NAME or an ID in the store.
-func findAutomation(s *store.Store, arg string) (*factory.Automation, error) {
-	if au, err := s.AutomationByUID(arg); err == nil {
-		return au, nil
-	}
-	fs, err := s.Factories()
-	if err != nil {
-		return nil, err
-	}
-	fac, name := splitName(arg)
-	var found []*factory.Automation
-	for _, f := range fs {
-		if fac != "" && f.Name != fac {
-			continue
-		}
-		aus, err := s.Automations(f.Name)
-		if err != nil {
-			return nil, err
-		}
-		for _, au := range aus {
-			if au.Key == name {
-				found = append(found, au)
-			}
-		}
-	}
-	switch len(found) {
-	case 0:
-		return nil, fmt.Errorf("no automation %q (factory status lists them)", arg)
-	case 1:
-		return found[0], nil
-	}
-	var names []string
-	for _, au := range found {
-		names = append(names, au.Factory+"/"+au.Key)
-	}
-	sort.Strings(names)
-	return nil, fmt.Errorf("%q is ambiguous: say which factory: %v", arg, names)
-}
-
-func remoteAutomationUID(cmd *cobra.Command, a *app, arg string) (string, error) {
-	c := a.remote()
-	sts, err := remoteView{c}.Statuses(cmd.Context())
-	if err != nil {
-		return "", err
-	}
-	fac, name := splitName(arg)
-	var ids []string
-	for _, st := range sts {
-		for _, au := range st.Automations {
-			if au.ID == arg || au.Name == name && (fac == "" || st.Name == fac) {
-				ids = append(ids, au.ID)
-			}
-		}
-	}
-	switch len(ids) {
-	case 0:
-		return "", fmt.Errorf("no automation %q (factory status lists them)", arg)
-	case 1:
-		return ids[0], nil
-	}
-	return "", fmt.Errorf("%q is ambiguous: say which factory, as FACTORY/NAME", arg)
 }

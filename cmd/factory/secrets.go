@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory/secrets"
-	"factory/store"
 )
 
 func (a *app) secretsCmd() *cobra.Command {
@@ -60,22 +59,14 @@ force for the webhooks that use the secret when the command returns.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var secs []*factory.Secret
-			var err error
-			if c := a.remote(); c != nil {
-				secs, err = c.Secrets(cmd.Context())
-			} else {
-				err = a.withStore(func(s *store.Store) error {
-					secs, err = s.Secrets()
-					return err
-				})
-			}
+			err := a.withBackend(func(b backend) (err error) {
+				secs, err = b.Secrets(cmd.Context())
+				return err
+			})
 			if err != nil {
-				return apiError(err)
+				return err
 			}
 			if output == "json" {
-				if secs == nil {
-					secs = []*factory.Secret{}
-				}
 				return printJSON(a.stdout, map[string]any{"secrets": secs})
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -98,14 +89,9 @@ force for the webhooks that use the secret when the command returns.`,
 		Short: "Delete a secret (refused while a webhook references it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if c := a.remote(); c != nil {
-				err = c.DeleteSecret(cmd.Context(), args[0])
-			} else {
-				err = a.withStore(func(s *store.Store) error { return secrets.Delete(s, args[0]) })
-			}
+			err := a.withBackend(func(b backend) error { return b.DeleteSecret(cmd.Context(), args[0]) })
 			if err != nil {
-				return apiError(cleanSecretError(err))
+				return err
 			}
 			fmt.Fprintf(a.stdout, "Deleted secret %s.\n", args[0])
 			return nil
@@ -113,20 +99,6 @@ force for the webhooks that use the secret when the command returns.`,
 	}
 	cmd.AddCommand(create, rotate, list, del)
 	return cmd
-}
-
-// cleanSecretError drops the category prefix ("invalid: ") of the secrets
-// package's errors: the message says it all.
-func cleanSecretError(err error) error {
-	for _, kind := range []error{secrets.ErrInvalid, secrets.ErrExists, secrets.ErrNotFound, secrets.ErrInUse} {
-		if errors.Is(err, kind) {
-			msg := err.Error()
-			if p := kind.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
-				return errors.New(msg[len(p):])
-			}
-		}
-	}
-	return err
 }
 
 // putSecret creates or rotates a secret, locally or through the server. A
@@ -145,40 +117,18 @@ func (a *app) putSecret(cmd *cobra.Command, name string, fromStdin, urlSafe, rot
 	}
 	var sec *factory.Secret
 	var generated []byte
-	c := a.remote()
-	err := func() error {
-		if c != nil {
-			if rotate {
-				out, err := c.RotateSecret(cmd.Context(), name, value)
-				if err != nil {
-					return err
-				}
-				sec, generated = out.Secret, []byte(out.Value)
-				return nil
-			}
-			out, err := c.CreateSecret(cmd.Context(), name, value, urlSafe)
-			if err != nil {
-				return err
-			}
-			sec, generated = out.Secret, []byte(out.Value)
-			return nil
+	live := false
+	err := a.withBackend(func(b backend) (err error) {
+		live = b.Live()
+		if rotate {
+			sec, generated, err = b.RotateSecret(cmd.Context(), name, value)
+		} else {
+			sec, generated, err = b.CreateSecret(cmd.Context(), name, value, urlSafe)
 		}
-		kr, err := a.keyring()
-		if err != nil {
-			return err
-		}
-		return a.withStore(func(s *store.Store) (err error) {
-			now := time.Now().UTC()
-			if rotate {
-				sec, generated, err = secrets.Rotate(s, kr, name, value, now)
-			} else {
-				sec, generated, err = secrets.Create(s, kr, name, value, urlSafe, now)
-			}
-			return err
-		})
-	}()
+		return err
+	})
 	if err != nil {
-		return apiError(cleanSecretError(err))
+		return err
 	}
 	verb := "Created"
 	if rotate {
@@ -193,7 +143,7 @@ func (a *app) putSecret(cmd *cobra.Command, name string, fromStdin, urlSafe, rot
 		fmt.Fprintln(a.stderr, "It is a webhook's generated secret: reveal the new value once with factory webhooks reveal.")
 	}
 	if rotate {
-		if c != nil {
+		if live {
 			fmt.Fprintln(a.stderr, "Webhooks that use it have switched to the new value; the old value no longer works.")
 		} else {
 			fmt.Fprintln(a.stderr, "Webhooks that use it switch to the new value at their factory's next sync; the old value stops working then.")

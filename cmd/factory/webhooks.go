@@ -3,16 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"factory"
-	"factory/client"
 	"factory/reconciler"
-	"factory/server"
 	"factory/store"
 )
 
@@ -77,104 +74,20 @@ always.`,
 	return cmd
 }
 
-// findWebhook resolves NAME or FACTORY/NAME among the live webhooks.
-func findWebhook(s *store.Store, arg string) (*factory.Webhook, error) {
-	fac, name := splitName(arg)
-	whs, err := s.AllWebhooks()
-	if err != nil {
-		return nil, err
-	}
-	var found []*factory.Webhook
-	for _, w := range whs {
-		if w.Key == name && (fac == "" || w.Factory == fac) || w.UID == arg {
-			found = append(found, w)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return nil, fmt.Errorf("no webhook %q (factory status lists them)", arg)
-	case 1:
-		return found[0], nil
-	}
-	var names []string
-	for _, w := range found {
-		names = append(names, w.Factory+"/"+w.Key)
-	}
-	sort.Strings(names)
-	return nil, fmt.Errorf("%q is ambiguous: say which factory: %v", arg, names)
-}
-
 func (a *app) reveal(cmd *cobra.Command, arg string) error {
-	if c := a.remote(); c != nil {
-		return a.revealRemote(cmd, c, arg)
-	}
-	s, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	w, err := findWebhook(s, arg)
-	if err != nil {
-		return err
-	}
-	kr, err := a.keyring()
-	if err != nil {
-		return err
-	}
-	value, err := server.RevealSecret(s, kr, w)
-	var apiErr *server.Error
-	if errors.As(err, &apiErr) {
-		return errors.New(apiErr.Message)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stderr, "Secret of webhook %s/%s (%s), shown this once:\n", w.Factory, w.Key, w.UID)
-	fmt.Fprintln(a.stdout, string(value))
-	return nil
-}
-
-// remoteWebhookUID resolves NAME, FACTORY/NAME or a UID among the
-// webhooks of the server's factories.
-func remoteWebhookUID(cmd *cobra.Command, c *client.Client, arg string) (string, error) {
-	sts, err := remoteView{c}.Statuses(cmd.Context())
-	if err != nil {
-		return "", err
-	}
-	fac, name := splitName(arg)
-	var uids []string
-	for _, st := range sts {
-		for _, w := range st.Webhooks {
-			if w.UID == arg || w.Name == name && (fac == "" || st.Name == fac) {
-				uids = append(uids, w.UID)
-			}
+	return a.withBackend(func(b backend) error {
+		w, err := resolveWebhook(cmd.Context(), b, arg)
+		if err != nil {
+			return err
 		}
-	}
-	switch len(uids) {
-	case 0:
-		if factory.ValidUID(factory.PrefixWebhook, arg) {
-			return arg, nil // maybe deleted: its log is still readable
+		value, err := b.RevealWebhookSecret(cmd.Context(), w.uid)
+		if err != nil {
+			return err
 		}
-		return "", fmt.Errorf("no webhook %q (factory status lists them)", arg)
-	case 1:
-		return uids[0], nil
-	}
-	return "", fmt.Errorf("%q is ambiguous: say which factory, as FACTORY/NAME", arg)
-}
-
-// revealRemote reveals through the server that holds the store.
-func (a *app) revealRemote(cmd *cobra.Command, c *client.Client, arg string) error {
-	uid, err := remoteWebhookUID(cmd, c, arg)
-	if err != nil {
-		return err
-	}
-	secret, err := c.RevealSecret(cmd.Context(), uid)
-	if err != nil {
-		return apiError(err)
-	}
-	fmt.Fprintf(a.stderr, "Secret of webhook %s (%s), shown this once:\n", arg, uid)
-	fmt.Fprintln(a.stdout, secret)
-	return nil
+		fmt.Fprintf(a.stderr, "Secret of webhook %s (%s), shown this once:\n", w.name, w.uid)
+		fmt.Fprintln(a.stdout, string(value))
+		return nil
+	})
 }
 
 func (a *app) setSuspended(cmd *cobra.Command, arg string, suspended bool) error {
@@ -182,58 +95,33 @@ func (a *app) setSuspended(cmd *cobra.Command, arg string, suspended bool) error
 	if suspended {
 		verb = "Suspended"
 	}
-	if c := a.remote(); c != nil {
-		uid, err := remoteWebhookUID(cmd, c, arg)
+	return a.withBackend(func(b backend) error {
+		w, err := resolveWebhook(cmd.Context(), b, arg)
 		if err != nil {
 			return err
 		}
-		if _, err := c.SetSuspended(cmd.Context(), uid, suspended); err != nil {
-			return apiError(err)
-		}
-		fmt.Fprintf(a.stdout, "%s webhook %s (%s).\n", verb, arg, uid)
-		return nil
-	}
-	return a.withStore(func(s *store.Store) error {
-		w, err := findWebhook(s, arg)
-		if err != nil {
+		if err := b.SetSuspended(cmd.Context(), w.uid, suspended); err != nil {
 			return err
 		}
-		if _, err := s.SetSuspended(w.UID, suspended); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "%s webhook %s/%s (%s).\n", verb, w.Factory, w.Key, w.UID)
+		fmt.Fprintf(a.stdout, "%s webhook %s (%s).\n", verb, w.name, w.uid)
 		return nil
 	})
 }
 
 func (a *app) deliveries(cmd *cobra.Command, arg string, limit int, output string) error {
 	var ds []*factory.Delivery
-	if c := a.remote(); c != nil {
-		uid, err := remoteWebhookUID(cmd, c, arg)
+	err := a.withBackend(func(b backend) error {
+		w, err := resolveWebhook(cmd.Context(), b, arg)
 		if err != nil {
 			return err
 		}
-		list, _, err := c.Deliveries(cmd.Context(), uid, limit, "")
-		if err != nil {
-			return apiError(err)
-		}
-		for i := range list {
-			ds = append(ds, &list[i].Delivery)
-		}
-	} else if err := a.withStore(func(s *store.Store) error {
-		w, err := findWebhook(s, arg)
-		if err != nil {
-			return err
-		}
-		ds, _, err = s.Deliveries(w.UID, "", limit)
+		ds, err = b.Deliveries(cmd.Context(), w.uid, limit)
 		return err
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if output == "json" {
-		if ds == nil {
-			ds = []*factory.Delivery{}
-		}
 		return printJSON(a.stdout, map[string]any{"deliveries": ds})
 	}
 	if len(ds) == 0 {
