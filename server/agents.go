@@ -61,19 +61,22 @@ func (s *Server) needRuns(h handler) handler {
 // runRequest is RunAgentRequest. Unknown fields are ignored: SDKs are
 // newer than servers.
 type runRequest struct {
-	Prompt           string            `json:"prompt"`
-	Title            string            `json:"title"`
-	Config           map[string]any    `json:"config"`
-	Skill            string            `json:"skill"`
-	AgentIdentityUID string            `json:"agent_identity_uid"`
-	ConversationID   string            `json:"conversation_id"`
-	ParentRunID      string            `json:"parent_run_id"`
-	Metadata         map[string]string `json:"metadata"`
-	Attachments      []struct {
-		FileName string `json:"file_name"`
-		MimeType string `json:"mime_type"`
-		Data     string `json:"data"`
-	} `json:"attachments"`
+	Prompt           string              `json:"prompt"`
+	Title            string              `json:"title"`
+	Config           map[string]any      `json:"config"`
+	Skill            string              `json:"skill"`
+	AgentIdentityUID string              `json:"agent_identity_uid"`
+	ConversationID   string              `json:"conversation_id"`
+	ParentRunID      string              `json:"parent_run_id"`
+	Metadata         map[string]string   `json:"metadata"`
+	Attachments      []attachmentRequest `json:"attachments"`
+}
+
+// attachmentRequest is a file given to a new run, base64 in the body.
+type attachmentRequest struct {
+	FileName string `json:"file_name"`
+	MimeType string `json:"mime_type"`
+	Data     string `json:"data"`
 }
 
 // readJSON decodes a body within a limit; a wrong type names the field.
@@ -146,6 +149,8 @@ func (s *Server) createFactoryRun(w http.ResponseWriter, r *http.Request) error 
 	return s.create(w, r, f.UID)
 }
 
+// create is POST /v1/agent/run(s): a new run, QUEUED. With an
+// Idempotency-Key, the same key and body answer the first answer again.
 func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID string) error {
 	var q runRequest
 	body, err := readJSON(r, maxRunBody, &q)
@@ -153,66 +158,28 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		return err
 	}
 	key := callerKey(r)
-	idem := r.Header.Get("Idempotency-Key")
-	if idem != "" {
+	var idem string
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		idemMu.Lock()
 		defer idemMu.Unlock()
 		sum := sha256.Sum256(body)
-		if prev, ok, err := s.store.Idempotent(store.HashAPIKey(key.Prefix+idem), hex.EncodeToString(sum[:]), idempotencyWindow); err != nil {
+		idem = store.HashAPIKey(key.Prefix + k)
+		prev, ok, err := s.store.Idempotent(idem, hex.EncodeToString(sum[:]), idempotencyWindow)
+		switch {
+		case err != nil:
 			return err
-		} else if ok {
-			if prev == nil {
-				return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body"}
-			}
+		case ok && prev == nil:
+			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body"}
+		case ok:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
 			w.Write(prev)
 			return nil
 		}
 	}
-	skillSpec, _ := q.Config["skill_spec"].(string)
-	if strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "" {
-		return errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
-	}
-	if len(q.Attachments) > maxAttachments {
-		return errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
-	}
-	if len(q.Metadata) > maxMetadataKeys {
-		return errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
-	}
-	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: "API", FactoryUID: factoryUID}
-	if r.Header.Get("X-Factory-Source") == "CLI" {
-		req.Source = "CLI"
-	}
-	if factoryUID != "" {
-		req.Source = "FACTORY"
-	}
-	if q.AgentIdentityUID != "" {
-		f, err := s.factoryByForeman(q.AgentIdentityUID)
-		if err != nil {
-			return err
-		}
-		req.FactoryUID, req.Source = f.UID, "FACTORY"
-	}
-	if q.Skill != "" && req.Prompt == "" {
-		req.Prompt = "Use the skill " + q.Skill + "."
-	}
-	if req.Config, req.Environment, err = s.resolveConfig(q.Config); err != nil {
+	req, err := s.runRequestFor(r, &q, factoryUID)
+	if err != nil {
 		return err
-	}
-	for i, a := range q.Attachments {
-		data, err := base64.StdEncoding.DecodeString(a.Data)
-		if err != nil {
-			return errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].data: must be base64", i))
-		}
-		name := filepath.Base(a.FileName)
-		if a.FileName == "" || name != a.FileName || name == "." || name == ".." {
-			return errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name", i))
-		}
-		if len(data) > maxAttachmentSize {
-			return errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))
-		}
-		req.Attachments = append(req.Attachments, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
 	}
 	if key != nil {
 		req.Creator = &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
@@ -227,7 +194,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State})
 	if idem != "" {
 		sum := sha256.Sum256(body)
-		if err := s.store.RememberIdempotent(store.HashAPIKey(key.Prefix+idem), hex.EncodeToString(sum[:]), resp); err != nil {
+		if err := s.store.RememberIdempotent(idem, hex.EncodeToString(sum[:]), resp); err != nil {
 			return err
 		}
 	}
@@ -235,6 +202,63 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(resp, '\n'))
 	return nil
+}
+
+// runRequestFor checks a create request and builds the run it asks for:
+// its source, factory, configuration and attachments.
+func (s *Server) runRequestFor(r *http.Request, q *runRequest, factoryUID string) (runtime.CreateRequest, error) {
+	skillSpec, _ := q.Config["skill_spec"].(string)
+	switch {
+	case strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "":
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
+	case len(q.Attachments) > maxAttachments:
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
+	case len(q.Metadata) > maxMetadataKeys:
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
+	}
+	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
+	if r.Header.Get("X-Factory-Source") == "CLI" {
+		req.Source = "CLI"
+	}
+	if factoryUID != "" {
+		req.Source = "FACTORY"
+	}
+	if q.AgentIdentityUID != "" {
+		f, err := s.factoryByForeman(q.AgentIdentityUID)
+		if err != nil {
+			return req, err
+		}
+		req.FactoryUID, req.Source = f.UID, "FACTORY"
+	}
+	if q.Skill != "" && req.Prompt == "" {
+		req.Prompt = "Use the skill " + q.Skill + "."
+	}
+	var err error
+	if req.Config, req.Environment, err = s.resolveConfig(q.Config); err != nil {
+		return req, err
+	}
+	req.Attachments, err = decodeAttachments(q.Attachments)
+	return req, err
+}
+
+// decodeAttachments checks and decodes the attachments of a request.
+func decodeAttachments(in []attachmentRequest) ([]runtime.AttachmentData, error) {
+	var out []runtime.AttachmentData
+	for i, a := range in {
+		data, err := base64.StdEncoding.DecodeString(a.Data)
+		if err != nil {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].data: must be base64", i))
+		}
+		name := filepath.Base(a.FileName)
+		if a.FileName == "" || name != a.FileName || name == "." || name == ".." {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name", i))
+		}
+		if len(data) > maxAttachmentSize {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))
+		}
+		out = append(out, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
+	}
+	return out, nil
 }
 
 func (s *Server) factoryByForeman(uid string) (*factory.Factory, error) {
@@ -260,68 +284,13 @@ func parseTime(v string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("not an RFC 3339 time")
 }
 
+// listRuns is GET /v1/agent/runs: the query's page of runs, and a cursor
+// bound to the query for the next one.
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	qs := r.URL.Query()
-	q := store.RunQuery{Equal: map[string]string{}, SortBy: "updated_at", Limit: 20}
-	if v := qs.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return errorf(CodeInvalidRequest, "limit: must be a whole number from 1 to 500")
-		}
-		q.Limit = n
-	}
-	switch v := qs.Get("sort_by"); v {
-	case "", "updated_at":
-	case "created_at":
-		q.SortBy = v
-	default:
-		return errorf(CodeInvalidRequest, "sort_by: must be updated_at or created_at")
-	}
-	switch v := qs.Get("sort_order"); v {
-	case "", "desc":
-	case "asc":
-		q.Asc = true
-	default:
-		return errorf(CodeInvalidRequest, "sort_order: must be desc or asc")
-	}
-	for _, v := range qs["state"] {
-		st, ok := factory.ParseRunState(v)
-		if !ok {
-			return errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", v))
-		}
-		q.States = append(q.States, st)
-	}
-	for param, field := range map[string]string{"name": "name", "config_name": "name", "model_id": "model_id", "environment_id": "environment_id",
-		"source": "source", "creator": "creator", "factory_uid": "factory_uid", "automation_id": "automation_id"} {
-		if v := qs.Get(param); v != "" {
-			q.Equal[field] = v
-		}
-	}
-	var createdAfter, createdBefore, updatedAfter time.Time
-	for param, dst := range map[string]*time.Time{"created_after": &createdAfter, "created_before": &createdBefore, "updated_after": &updatedAfter} {
-		if v := qs.Get(param); v != "" {
-			t, err := parseTime(v)
-			if err != nil {
-				return errorf(CodeInvalidRequest, param+": must be an RFC 3339 time")
-			}
-			*dst = t
-		}
-	}
-	// Time bounds on the sort key bound the walk; others are checked.
-	if q.SortBy == "created_at" {
-		if !createdAfter.IsZero() {
-			q.MinNanos = createdAfter.UnixNano() + 1
-		}
-		if !createdBefore.IsZero() {
-			q.MaxNanos = createdBefore.UnixNano() - 1
-		}
-	} else if !updatedAfter.IsZero() {
-		q.MinNanos = updatedAfter.UnixNano() + 1
-	}
-	q.Matches = func(run *factory.Run) bool {
-		return (createdAfter.IsZero() || run.CreatedAt.After(createdAfter)) &&
-			(createdBefore.IsZero() || run.CreatedAt.Before(createdBefore)) &&
-			(updatedAfter.IsZero() || run.UpdatedAt.After(updatedAfter))
+	q, err := parseRunQuery(qs)
+	if err != nil {
+		return err
 	}
 	key, err := s.cursorKey()
 	if err != nil {
@@ -334,17 +303,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		q.AsOf = time.Now().UnixNano()
 	}
 	if c := qs.Get("cursor"); c != "" {
-		pos, err := cursor.Open(key, scope, c)
-		if err != nil {
-			return errorf(CodeInvalidRequest, "cursor: not one this server gave for this query")
-		}
-		q.After = pos
-		if p, asOf, ok := strings.Cut(pos, "|"); ok {
-			n, _ := strconv.ParseInt(asOf, 10, 64)
-			if time.Since(time.Unix(0, n)) > store.RunListWindow {
-				return errorf(CodeInvalidRequest, fmt.Sprintf("cursor: this listing began over %s ago; start again from the first page", store.RunListWindow))
-			}
-			q.After, q.AsOf = p, n
+		if err := resumeRunQuery(&q, key, scope, c); err != nil {
+			return err
 		}
 	}
 	page, err := s.store.ListRuns(q)
@@ -364,6 +324,99 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		info.NextCursor = cursor.Seal(key, scope, pos)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": items, "page_info": info})
+	return nil
+}
+
+// resumeRunQuery continues a listing from a cursor this server gave for
+// the same query: its position, and the time the listing is as of.
+func resumeRunQuery(q *store.RunQuery, key []byte, scope, c string) error {
+	pos, err := cursor.Open(key, scope, c)
+	if err != nil {
+		return errorf(CodeInvalidRequest, "cursor: not one this server gave for this query")
+	}
+	q.After = pos
+	if p, asOf, ok := strings.Cut(pos, "|"); ok {
+		n, _ := strconv.ParseInt(asOf, 10, 64)
+		if time.Since(time.Unix(0, n)) > store.RunListWindow {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("cursor: this listing began over %s ago; start again from the first page", store.RunListWindow))
+		}
+		q.After, q.AsOf = p, n
+	}
+	return nil
+}
+
+// runFilterParams maps the list's filter parameters to index fields.
+var runFilterParams = map[string]string{"name": "name", "config_name": "name", "model_id": "model_id", "environment_id": "environment_id",
+	"source": "source", "creator": "creator", "factory_uid": "factory_uid", "automation_id": "automation_id"}
+
+// parseRunQuery reads the list parameters: limit, order, states, field
+// filters and time bounds.
+func parseRunQuery(qs url.Values) (store.RunQuery, error) {
+	q := store.RunQuery{Equal: map[string]string{}, SortBy: "updated_at", Limit: 20}
+	if v := qs.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return q, errorf(CodeInvalidRequest, "limit: must be a whole number from 1 to 500")
+		}
+		q.Limit = n
+	}
+	switch v := qs.Get("sort_by"); v {
+	case "", "updated_at":
+	case "created_at":
+		q.SortBy = v
+	default:
+		return q, errorf(CodeInvalidRequest, "sort_by: must be updated_at or created_at")
+	}
+	switch v := qs.Get("sort_order"); v {
+	case "", "desc":
+	case "asc":
+		q.Asc = true
+	default:
+		return q, errorf(CodeInvalidRequest, "sort_order: must be desc or asc")
+	}
+	for _, v := range qs["state"] {
+		st, ok := factory.ParseRunState(v)
+		if !ok {
+			return q, errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", v))
+		}
+		q.States = append(q.States, st)
+	}
+	for param, field := range runFilterParams {
+		if v := qs.Get(param); v != "" {
+			q.Equal[field] = v
+		}
+	}
+	return q, timeBounds(qs, &q)
+}
+
+// timeBounds reads created_after, created_before and updated_after. Bounds
+// on the sort key bound the walk; the others are checked run by run.
+func timeBounds(qs url.Values, q *store.RunQuery) error {
+	var createdAfter, createdBefore, updatedAfter time.Time
+	for param, dst := range map[string]*time.Time{"created_after": &createdAfter, "created_before": &createdBefore, "updated_after": &updatedAfter} {
+		if v := qs.Get(param); v != "" {
+			t, err := parseTime(v)
+			if err != nil {
+				return errorf(CodeInvalidRequest, param+": must be an RFC 3339 time")
+			}
+			*dst = t
+		}
+	}
+	if q.SortBy == "created_at" {
+		if !createdAfter.IsZero() {
+			q.MinNanos = createdAfter.UnixNano() + 1
+		}
+		if !createdBefore.IsZero() {
+			q.MaxNanos = createdBefore.UnixNano() - 1
+		}
+	} else if !updatedAfter.IsZero() {
+		q.MinNanos = updatedAfter.UnixNano() + 1
+	}
+	q.Matches = func(run *factory.Run) bool {
+		return (createdAfter.IsZero() || run.CreatedAt.After(createdAfter)) &&
+			(createdBefore.IsZero() || run.CreatedAt.Before(createdBefore)) &&
+			(updatedAfter.IsZero() || run.UpdatedAt.After(updatedAfter))
+	}
 	return nil
 }
 

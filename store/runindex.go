@@ -98,91 +98,27 @@ type RunPage struct {
 	Last string // position of the last run, for the next page's After
 }
 
-// ListRuns walks the most selective index of the query in sort order.
+// ListRuns walks the most selective index of the query in sort order:
+// one iterator per index prefix (several for several states), merged by
+// position.
 func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
-	sortKey := "u"
-	if q.SortBy == "created_at" {
-		sortKey = "c"
-	}
-	var prefixes []string
-	field := ""
-	for _, f := range RunFilterFields {
-		if v, ok := q.Equal[f]; ok && f != "state" {
-			field = f
-			prefixes = []string{runIndexPrefix + f + "=" + escapeIndexValue(v) + "/" + sortKey + "/"}
-			break
-		}
-	}
-	if field == "" && len(q.States) > 0 {
-		for _, st := range q.States {
-			prefixes = append(prefixes, runIndexPrefix+"state="+escapeIndexValue(string(st))+"/"+sortKey+"/")
-		}
-	}
-	if len(prefixes) == 0 {
-		prefixes = []string{runIndexPrefix + sortKey + "/"}
-	}
-	// One iterator per prefix, merged by position ("<nanos>/<run id>").
-	type cursor struct {
-		it     *pebble.Iterator
-		prefix string
-		ok     bool
-	}
-	var its []*cursor
+	field, sortKey, prefixes := q.indexPrefixes()
+	its, err := s.openRunCursors(q, prefixes)
 	defer func() {
 		for _, c := range its {
 			c.it.Close()
 		}
 	}()
-	for _, p := range prefixes {
-		lower, upper := []byte(p), prefixEnd(p)
-		if q.MinNanos > 0 {
-			lower = []byte(p + fmt.Sprintf("%020d", q.MinNanos))
-		}
-		if q.MaxNanos > 0 {
-			upper = []byte(p + fmt.Sprintf("%020d", q.MaxNanos+1))
-		}
-		if q.After != "" {
-			if q.Asc {
-				if a := []byte(p + q.After + "\x00"); string(a) > string(lower) {
-					lower = a
-				}
-			} else if a := []byte(p + q.After); string(a) < string(upper) {
-				upper = a
-			}
-		}
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-		if err != nil {
-			return nil, err
-		}
-		c := &cursor{it: it, prefix: p}
-		if q.Asc {
-			c.ok = it.First()
-		} else {
-			c.ok = it.Last()
-		}
-		its = append(its, c)
+	if err != nil {
+		return nil, err
 	}
 	page := &RunPage{}
 	for {
-		var best *cursor
-		for _, c := range its {
-			if !c.ok {
-				continue
-			}
-			pos := string(c.it.Key())[len(c.prefix):]
-			if best == nil {
-				best = c
-				continue
-			}
-			bp := string(best.it.Key())[len(best.prefix):]
-			if q.Asc && pos < bp || !q.Asc && pos > bp {
-				best = c
-			}
-		}
+		best := nextRunCursor(its, q.Asc)
 		if best == nil {
 			return page, nil
 		}
-		pos := string(best.it.Key())[len(best.prefix):]
+		pos := best.pos()
 		superseded := string(best.it.Value())
 		if q.Asc {
 			best.ok = best.it.Next()
@@ -210,6 +146,92 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 		page.Runs = append(page.Runs, r)
 		page.Last = pos
 	}
+}
+
+// indexPrefixes picks the index a query walks: the most selective field it
+// filters on (field), else one prefix per state it lists, else the global
+// index; sortKey is c (created_at) or u (updated_at).
+func (q *RunQuery) indexPrefixes() (field, sortKey string, prefixes []string) {
+	sortKey = "u"
+	if q.SortBy == "created_at" {
+		sortKey = "c"
+	}
+	for _, f := range RunFilterFields {
+		if v, ok := q.Equal[f]; ok && f != "state" {
+			return f, sortKey, []string{runIndexPrefix + f + "=" + escapeIndexValue(v) + "/" + sortKey + "/"}
+		}
+	}
+	for _, st := range q.States {
+		prefixes = append(prefixes, runIndexPrefix+"state="+escapeIndexValue(string(st))+"/"+sortKey+"/")
+	}
+	if len(prefixes) == 0 {
+		prefixes = []string{runIndexPrefix + sortKey + "/"}
+	}
+	return "", sortKey, prefixes
+}
+
+// runCursor is an iterator over one index prefix, at its next entry while
+// ok.
+type runCursor struct {
+	it     *pebble.Iterator
+	prefix string
+	ok     bool
+}
+
+// pos is the entry's position: "<nanos>/<run id>".
+func (c *runCursor) pos() string { return string(c.it.Key())[len(c.prefix):] }
+
+// openRunCursors opens an iterator per prefix, bounded by the query's time
+// range and its After position, at its first entry in walk order. The
+// caller closes them, also on error.
+func (s *Store) openRunCursors(q RunQuery, prefixes []string) ([]*runCursor, error) {
+	var its []*runCursor
+	for _, p := range prefixes {
+		lower, upper := []byte(p), prefixEnd(p)
+		if q.MinNanos > 0 {
+			lower = []byte(p + fmt.Sprintf("%020d", q.MinNanos))
+		}
+		if q.MaxNanos > 0 {
+			upper = []byte(p + fmt.Sprintf("%020d", q.MaxNanos+1))
+		}
+		if q.After != "" {
+			if q.Asc {
+				if a := []byte(p + q.After + "\x00"); string(a) > string(lower) {
+					lower = a
+				}
+			} else if a := []byte(p + q.After); string(a) < string(upper) {
+				upper = a
+			}
+		}
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if err != nil {
+			return its, err
+		}
+		c := &runCursor{it: it, prefix: p}
+		if q.Asc {
+			c.ok = it.First()
+		} else {
+			c.ok = it.Last()
+		}
+		its = append(its, c)
+	}
+	return its, nil
+}
+
+// nextRunCursor is the cursor whose entry comes next in walk order, or nil
+// when every cursor is done.
+func nextRunCursor(its []*runCursor, asc bool) *runCursor {
+	var best *runCursor
+	var bp string
+	for _, c := range its {
+		if !c.ok {
+			continue
+		}
+		if pos := c.pos(); best == nil || asc && pos < bp || !asc && pos > bp {
+			best, bp = c, pos
+		}
+	}
+	return best
 }
 
 // validAt says whether an index entry belongs to the walk: the current
