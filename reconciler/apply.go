@@ -40,52 +40,73 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *factory.State, source string) 
 	if !p.Valid() {
 		return errors.New("refusing to apply an invalid plan")
 	}
-	now := a.now()
-	b := a.Store.NewBatch()
-	committed := false
-	defer func() {
-		if !committed {
-			b.Abort()
-		}
-	}()
+	w := &planWriter{a: a, p: p, d: d, cur: cur, now: a.now(), b: a.Store.NewBatch(), action: map[string]string{}}
+	// Only what the plan changes is written: an unchanged record keeps its
+	// updated_at, and a one-file commit is a small batch.
+	for _, c := range p.Changes {
+		w.action[c.Kind+"/"+c.Name] = c.Action
+	}
+	w.factory(source)
+	if err := w.webhooks(); err != nil {
+		w.b.Abort()
+		return err
+	}
+	w.automations()
+	if err := w.b.Commit(); err != nil {
+		return fmt.Errorf("apply %s@%s: %w", p.Factory, d.Revision, err)
+	}
+	return nil
+}
 
-	f := cur.Factory
+// planWriter adds the writes of one plan to its batch.
+type planWriter struct {
+	a      *Applier
+	p      *Plan
+	d      *Desired
+	cur    *factory.State
+	now    time.Time
+	b      *store.Batch
+	action map[string]string // kind/name → the plan's action
+}
+
+// factory writes the factory's record: the revision applied, ready.
+func (w *planWriter) factory(source string) {
+	f := w.cur.Factory
 	if f == nil {
-		f = newFactory(p.Factory, now)
+		f = newFactory(w.p.Factory, w.now)
 	} else {
 		cp := *f
 		f = &cp
 	}
 	f.Source = source
-	f.Revision, f.AppliedAt = d.Revision, now
-	f.AttemptedRevision, f.SyncedAt = d.Revision, now
+	f.Revision, f.AppliedAt = w.d.Revision, w.now
+	f.AttemptedRevision, f.SyncedAt = w.d.Revision, w.now
 	f.Ready, f.Error = true, ""
-	f.Settings = d.Settings
-	b.PutFactory(f)
+	f.Settings = w.d.Settings
+	w.b.PutFactory(f)
+}
 
-	// Only what the plan changes is written: an unchanged record keeps its
-	// updated_at, and a one-file commit is a small batch.
-	action := map[string]string{}
-	for _, c := range p.Changes {
-		action[c.Kind+"/"+c.Name] = c.Action
-	}
-	for _, w := range d.Webhooks {
-		if action[KindWebhook+"/"+w.Key] == ActionNoop {
+// webhooks writes created and updated webhooks, with their secrets, and
+// the tombstones of deleted ones (dropping their generated secrets).
+func (w *planWriter) webhooks() error {
+	p, cur, now := w.p, w.cur, w.now
+	for _, wh := range w.d.Webhooks {
+		if w.action[KindWebhook+"/"+wh.Key] == ActionNoop {
 			continue
 		}
-		rec := cur.Webhooks[w.Key]
+		rec := cur.Webhooks[wh.Key]
 		if rec == nil {
-			uid, pinned := cur.Pins[w.Key]
+			uid, pinned := cur.Pins[wh.Key]
 			if !pinned {
 				uid = factory.NewUID(factory.PrefixWebhook)
 			}
-			rec = &factory.Webhook{Factory: p.Factory, Key: w.Key, UID: uid, CreatedAt: now}
+			rec = &factory.Webhook{Factory: p.Factory, Key: wh.Key, UID: uid, CreatedAt: now}
 		} else {
 			cp := *rec
 			rec = &cp
 		}
-		rec.Spec, rec.UpdatedAt = w.WebhookSpec, now
-		sec, err := a.webhookSecret(b, cur, p.Factory, rec, now)
+		rec.Spec, rec.UpdatedAt = wh.WebhookSpec, now
+		sec, err := w.a.webhookSecret(w.b, cur, p.Factory, rec, now)
 		if err != nil {
 			return err
 		}
@@ -93,42 +114,42 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *factory.State, source string) 
 			rec.SecretSyncedAt = now
 		}
 		rec.SecretName, rec.SecretVersion = sec.Name, sec.Version
-		b.PutWebhook(rec)
+		w.b.PutWebhook(rec)
 	}
 	for _, c := range p.Changes {
 		if c.Kind == KindWebhook && c.Action == ActionDelete {
 			old := cur.Webhooks[c.Name]
-			b.DeleteWebhook(old, now)
+			w.b.DeleteWebhook(old, now)
 			if gen := cur.Secrets[GeneratedSecretName(p.Factory, old.Key)]; gen != nil && gen.Generated {
-				b.DeleteSecret(gen)
+				w.b.DeleteSecret(gen)
 			}
 		}
 	}
+	return nil
+}
 
-	for _, au := range d.Automations {
-		if action[KindAutomation+"/"+au.Key] == ActionNoop {
+// automations writes created, updated and deleted automations.
+func (w *planWriter) automations() {
+	p, cur := w.p, w.cur
+	for _, au := range w.d.Automations {
+		if w.action[KindAutomation+"/"+au.Key] == ActionNoop {
 			continue
 		}
 		rec := cur.Automations[au.Key]
 		if rec == nil {
-			rec = &factory.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: now}
+			rec = &factory.Automation{Factory: p.Factory, Key: au.Key, UID: factory.NewUID(factory.PrefixAutomation), CreatedAt: w.now}
 		} else {
 			cp := *rec
 			rec = &cp
 		}
-		rec.Spec, rec.UpdatedAt = au.AutomationSpec, now
-		b.PutAutomation(rec)
+		rec.Spec, rec.UpdatedAt = au.AutomationSpec, w.now
+		w.b.PutAutomation(rec)
 	}
 	for _, c := range p.Changes {
 		if c.Kind == KindAutomation && c.Action == ActionDelete {
-			b.DeleteAutomation(cur.Automations[c.Name])
+			w.b.DeleteAutomation(cur.Automations[c.Name])
 		}
 	}
-	if err := b.Commit(); err != nil {
-		return fmt.Errorf("apply %s@%s: %w", p.Factory, d.Revision, err)
-	}
-	committed = true
-	return nil
 }
 
 // webhookSecret returns the secret a webhook uses, generating (or

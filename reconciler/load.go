@@ -53,18 +53,35 @@ type parsed struct {
 func cacheKey(file string, data []byte) string { return file + "\x00" + string(data) }
 
 // Load is the package's Load, using and refreshing the loader's memory.
+// Its steps: sort the snapshot's files into definitions (checking names
+// and counts), parse each (in parallel, or from memory), then assemble the
+// revision and check what spans files (webhook names).
 func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	ds := append(schema.Diagnostics{}, snap.Diagnostics...)
 	d := &Desired{Revision: snap.Revision, Broken: map[string]bool{}}
 	for _, sd := range snap.Diagnostics {
 		d.Broken[sd.File] = true
 	}
+	jobs, fds := d.definitions(snap)
+	ds = append(ds, fds...)
+	results := l.parse(jobs)
+	ds = append(ds, d.assemble(jobs, results)...)
+	ds.Sort()
+	return d, ds
+}
 
-	type job struct {
-		file, key, kind string
-		data            []byte
-	}
-	var jobs []job
+// loadJob is one definition file to parse.
+type loadJob struct {
+	file, key, dir string
+	data           []byte
+}
+
+// definitions reads factory.yaml into d and lists the definition files to
+// parse, in path order. A file with a wrong name, or a webhook over the
+// limit, is broken and reported.
+func (d *Desired) definitions(snap *Snapshot) ([]loadJob, schema.Diagnostics) {
+	var ds schema.Diagnostics
+	var jobs []loadJob
 	paths := make([]string, 0, len(snap.Files))
 	for p := range snap.Files {
 		paths = append(paths, p)
@@ -88,31 +105,31 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			continue
 		}
 		key, ok := strings.CutSuffix(base, ext)
-		if !ok {
-			d.Broken[p] = true
-			ds = append(ds, fileError(p, fmt.Sprintf("unexpected file: %s/ holds only <name>%s files", dir, ext)))
-			continue
-		}
-		if !ValidName(key) {
-			d.Broken[p] = true
-			ds = append(ds, fileError(p, fmt.Sprintf("file name %q must match %s: lowercase letters, digits and '-', at most 63", key, namePattern)))
-			continue
-		}
-		if dir == factory.WebhooksDir {
-			webhookFiles++
-			if webhookFiles > factory.MaxWebhooksPerFactory {
-				d.Broken[p] = true
-				ds = append(ds, fileError(p, fmt.Sprintf("too many webhooks: a factory has at most %d (this is webhook %d)", factory.MaxWebhooksPerFactory, webhookFiles)))
-				continue
+		var problem string
+		switch {
+		case !ok:
+			problem = fmt.Sprintf("unexpected file: %s/ holds only <name>%s files", dir, ext)
+		case !ValidName(key):
+			problem = fmt.Sprintf("file name %q must match %s: lowercase letters, digits and '-', at most 63", key, namePattern)
+		case dir == factory.WebhooksDir:
+			if webhookFiles++; webhookFiles > factory.MaxWebhooksPerFactory {
+				problem = fmt.Sprintf("too many webhooks: a factory has at most %d (this is webhook %d)", factory.MaxWebhooksPerFactory, webhookFiles)
 			}
 		}
-		jobs = append(jobs, job{file: p, key: key, kind: dir, data: data})
+		if problem != "" {
+			d.Broken[p] = true
+			ds = append(ds, fileError(p, problem))
+			continue
+		}
+		jobs = append(jobs, loadJob{file: p, key: key, dir: dir, data: data})
 	}
+	return jobs, ds
+}
 
-	// Parsing is independent per file: spread it over the cores.
-	webhooks := make([]*schema.Webhook, len(jobs))
-	automations := make([]*schema.Automation, len(jobs))
-	fileDiags := make([]schema.Diagnostics, len(jobs))
+// parse parses each job's file, or takes it from the loader's memory.
+// Parsing is independent per file: it is spread over the cores.
+func (l *Loader) parse(jobs []loadJob) []parsed {
+	out := make([]parsed, len(jobs))
 	var todo []int
 	if l != nil {
 		l.mu.Lock()
@@ -121,7 +138,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	for i, j := range jobs {
 		if l != nil {
 			if p, ok := l.cache[cacheKey(j.file, j.data)]; ok {
-				webhooks[i], automations[i], fileDiags[i] = p.webhook, p.automation, p.diags
+				out[i] = p
 				continue
 			}
 		}
@@ -135,10 +152,10 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				if j.kind == factory.WebhooksDir {
-					webhooks[i], fileDiags[i] = schema.ParseWebhook(j.file, j.key, j.data)
+				if j.dir == factory.WebhooksDir {
+					out[i].webhook, out[i].diags = schema.ParseWebhook(j.file, j.key, j.data)
 				} else {
-					automations[i], fileDiags[i] = schema.ParseAutomation(j.file, j.key, j.data)
+					out[i].automation, out[i].diags = schema.ParseAutomation(j.file, j.key, j.data)
 				}
 			}
 		}()
@@ -153,17 +170,23 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 		// revision however many revisions pass.
 		l.cache = make(map[string]parsed, len(jobs))
 		for i, j := range jobs {
-			l.cache[cacheKey(j.file, j.data)] = parsed{webhooks[i], automations[i], fileDiags[i]}
+			l.cache[cacheKey(j.file, j.data)] = out[i]
 		}
 	}
+	return out
+}
 
+// assemble adds the parsed definitions to d, marks files with errors
+// broken, and checks that webhook names are unique ignoring case.
+func (d *Desired) assemble(jobs []loadJob, results []parsed) schema.Diagnostics {
+	var ds schema.Diagnostics
 	names := map[string]string{} // case-folded display name → file
-	for i := range jobs {
-		ds = append(ds, fileDiags[i]...)
-		if fileDiags[i].HasErrors() {
+	for i, p := range results {
+		ds = append(ds, p.diags...)
+		if p.diags.HasErrors() {
 			d.Broken[jobs[i].file] = true
 		}
-		if w := webhooks[i]; w != nil {
+		if w := p.webhook; w != nil {
 			folded := strings.ToLower(w.Name)
 			if other, dup := names[folded]; dup {
 				ds = append(ds, w.Doc.Diag(schema.Error, "/name", fmt.Sprintf("webhook name %q is already used by %s (names are compared ignoring case)", w.Name, other)))
@@ -171,12 +194,11 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 			names[folded] = jobs[i].file
 			d.Webhooks = append(d.Webhooks, w)
 		}
-		if a := automations[i]; a != nil {
+		if a := p.automation; a != nil {
 			d.Automations = append(d.Automations, a)
 		}
 	}
-	ds.Sort()
-	return d, ds
+	return ds
 }
 
 func fileError(file, msg string) schema.Diagnostic {
