@@ -216,13 +216,60 @@ var errStop = errors.New("stop")
 // NewDeliveryID's is judged by its stored time instead.)
 func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (int, error) {
 	cutoff := now.Add(-maxAge)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(deliveryPrefix), UpperBound: prefixEnd(deliveryPrefix)})
-	if err != nil {
+	w := &sweeper{s: s, b: s.NewLogBatch()}
+	if err := w.logs(cutoff, keep); err != nil {
+		w.b.Abort()
 		return 0, err
 	}
+	// Identity marks: every day before the cutoff's goes whole (marks of the
+	// cutoff's own day that are older than the cutoff stay until the next
+	// day; lookups ignore them).
+	if err := s.sweepMarkDays(w.b, cutoff); err != nil {
+		w.b.Abort()
+		return 0, err
+	}
+	if err := w.legacyMarks(cutoff); err != nil {
+		w.b.Abort()
+		return 0, err
+	}
+	if w.b.Empty() {
+		w.b.Abort()
+		return 0, nil
+	}
+	return w.removed, w.b.CommitNoSync()
+}
+
+// sweeper is one retention sweep: its batch, committed as it grows.
+type sweeper struct {
+	s       *Store
+	b       *Batch
+	removed int
+}
+
+// drop deletes a delivery record and its payload.
+func (w *sweeper) drop(key string) error {
+	w.b.delete(key)
+	w.b.delete(deliveryPayloadPrefix + key[len(deliveryPrefix):])
+	w.removed++
+	if w.b.b.Count() >= sweepBatchOps {
+		// After a long downtime much may have expired at once: commit as
+		// it goes rather than build one huge batch.
+		if err := w.b.CommitNoSync(); err != nil {
+			return err
+		}
+		w.b = w.s.NewLogBatch()
+	}
+	return nil
+}
+
+// logs walks every webhook's log, reading only what may go: past the keep
+// most recent records, from the cutoff's ID down.
+func (w *sweeper) logs(cutoff time.Time, keep int) error {
+	it, err := w.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(deliveryPrefix), UpperBound: prefixEnd(deliveryPrefix)})
+	if err != nil {
+		return err
+	}
 	defer it.Close()
-	b := s.NewLogBatch()
-	removed := 0
 	for ok := it.First(); ok; {
 		// The webhook of this record, and the bounds of its log.
 		rest := string(it.Key()[len(deliveryPrefix):])
@@ -245,66 +292,49 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 			bound = cut
 		}
 		for ok = it.SeekLT(bound); ok && strings.HasPrefix(string(it.Key()), prefix); ok = it.Prev() {
-			key := string(it.Key())
-			id := key[len(prefix):]
-			t, parsed := deliveryIDTime(id)
-			if !parsed {
-				var d factory.Delivery
-				if json.Unmarshal(it.Value(), &d) != nil {
-					continue
-				}
-				t = d.Time
-			}
-			if t.Before(cutoff) {
-				b.delete(key)
-				b.delete(deliveryPayloadPrefix + key[len(deliveryPrefix):])
-				removed++
-				if b.b.Count() >= sweepBatchOps {
-					// After a long downtime much may have expired at once:
-					// commit as it goes rather than build one huge batch.
-					if err := b.CommitNoSync(); err != nil {
-						return 0, err
-					}
-					b = s.NewLogBatch()
+			if key := string(it.Key()); recordTime(key[len(prefix):], it.Value()).Before(cutoff) {
+				if err := w.drop(key); err != nil {
+					return err
 				}
 			}
 		}
 		ok = it.SeekGE(end) // the next webhook's log
 	}
-	if err := it.Error(); err != nil {
-		b.Abort()
-		return 0, err
+	return it.Error()
+}
+
+// recordTime is a delivery's time: from its ID, or for an ID made before
+// IDs carried their time, from the record (now when unreadable: kept).
+func recordTime(id string, record []byte) time.Time {
+	if t, ok := deliveryIDTime(id); ok {
+		return t
 	}
-	// Identity marks: every day before the cutoff's goes whole (marks of the
-	// cutoff's own day that are older than the cutoff stay until the next
-	// day; lookups ignore them).
-	if err := s.sweepMarkDays(b, cutoff); err != nil {
-		b.Abort()
-		return 0, err
+	var d factory.Delivery
+	if json.Unmarshal(record, &d) != nil {
+		return time.Now()
 	}
-	if s.legacyMarks.Load() {
-		left := 0
-		err = s.scan(legacyMarkPrefix, func(key string, v []byte) error {
-			if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
-				b.delete(key)
-			} else {
-				left++
-			}
-			return nil
-		})
-		if err != nil {
-			b.Abort()
-			return 0, err
+	return d.Time
+}
+
+// legacyMarks removes identity marks of the layout before day buckets once
+// they are older than the cutoff, and notes when none is left.
+func (w *sweeper) legacyMarks(cutoff time.Time) error {
+	if !w.s.legacyMarks.Load() {
+		return nil
+	}
+	left := 0
+	err := w.s.scan(legacyMarkPrefix, func(key string, v []byte) error {
+		if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
+			w.b.delete(key)
+		} else {
+			left++
 		}
-		if left == 0 {
-			s.legacyMarks.Store(false)
-		}
+		return nil
+	})
+	if err == nil && left == 0 {
+		w.s.legacyMarks.Store(false)
 	}
-	if b.Empty() {
-		b.Abort()
-		return 0, nil
-	}
-	return removed, b.CommitNoSync()
+	return err
 }
 
 // sweepMarkDays deletes, as one range, the days of marks before the
