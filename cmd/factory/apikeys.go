@@ -35,6 +35,11 @@ func createAPIKey(s *store.Store, name, scope string) (string, error) {
 
 func (a *app) apikeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "apikeys", Short: "Manage API keys (stored hashed; a key is printed once)"}
+	cmd.AddCommand(a.apikeysCreateCmd(), a.apikeysListCmd(), a.apikeysRevokeCmd())
+	return cmd
+}
+
+func (a *app) apikeysCreateCmd() *cobra.Command {
 	var scope string
 	create := &cobra.Command{
 		Use:   "create NAME [--scope runs|admin]",
@@ -56,6 +61,10 @@ func (a *app) apikeysCmd() *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&scope, "scope", factory.ScopeRuns, "runs (the Agents API) or admin (also webhooks, factories, sync)")
+	return create
+}
+
+func (a *app) apikeysListCmd() *cobra.Command {
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -87,6 +96,10 @@ func (a *app) apikeysCmd() *cobra.Command {
 		},
 	}
 	outputFlag(list, &output, "text", "json")
+	return list
+}
+
+func (a *app) apikeysRevokeCmd() *cobra.Command {
 	revoke := &cobra.Command{
 		Use:   "revoke KEY",
 		Short: "Revoke an API key at once (give the key itself)",
@@ -112,6 +125,5 @@ func (a *app) apikeysCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+	return revoke
 }

@@ -25,120 +25,153 @@ func (a *app) runsClient() (*client.Client, error) {
 
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "Create, list, inspect, follow up and cancel agent runs (the Agents API)"}
-	var prompt, promptFile, title, env, name, model, output string
-	create := &cobra.Command{
+	cmd.AddCommand(a.runsCreateCmd(), a.runsListCmd(), a.runsGetCmd(), a.runsFollowupCmd(), a.runsCancelCmd())
+	return cmd
+}
+
+type runsCreateOpts struct {
+	prompt, promptFile, title, env, name, model, output string
+}
+
+func (a *app) runsCreateCmd() *cobra.Command {
+	o := &runsCreateOpts{}
+	cmd := &cobra.Command{
 		Use:     "create --prompt TEXT | --prompt-file FILE",
 		Short:   "Create a run and print its ID",
 		Example: `  factory runs create --prompt "Fix the flaky test in ci/" --name triage`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err != nil {
-				return err
-			}
-			if promptFile != "" {
-				b, err := os.ReadFile(promptFile)
-				if err != nil {
-					return err
-				}
-				prompt = string(b)
-			}
-			cfg := map[string]any{}
-			for k, v := range map[string]string{"environment_id": env, "name": name, "model_id": model} {
-				if v != "" {
-					cfg[k] = v
-				}
-			}
-			res, err := c.CreateRun(cmd.Context(), client.RunRequest{Prompt: prompt, Title: title, Config: cfg}, client.WithHeader("X-Factory-Source", "CLI"))
-			if err != nil {
-				return apiError(err)
-			}
-			if output == "json" {
-				return printJSON(a.stdout, res)
-			}
-			fmt.Fprintln(a.stdout, res.RunID)
-			return nil
-		},
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.runsCreate(cmd, o) },
 	}
-	f := create.Flags()
-	f.StringVar(&prompt, "prompt", "", "the prompt")
-	f.StringVar(&promptFile, "prompt-file", "", "read the prompt from a file")
-	f.StringVar(&title, "title", "", "a title (default: from the prompt)")
-	f.StringVar(&env, "environment", "", "the environment (default: the server's default)")
-	f.StringVar(&name, "name", "", "config name, for grouping and filtering")
-	f.StringVar(&model, "model", "", "config model_id")
-	outputFlag(create, &output, "text", "json")
+	f := cmd.Flags()
+	f.StringVar(&o.prompt, "prompt", "", "the prompt")
+	f.StringVar(&o.promptFile, "prompt-file", "", "read the prompt from a file")
+	f.StringVar(&o.title, "title", "", "a title (default: from the prompt)")
+	f.StringVar(&o.env, "environment", "", "the environment (default: the server's default)")
+	f.StringVar(&o.name, "name", "", "config name, for grouping and filtering")
+	f.StringVar(&o.model, "model", "", "config model_id")
+	outputFlag(cmd, &o.output, "text", "json")
+	return cmd
+}
 
-	var states []string
-	var limit int
-	var listOut string
-	list := &cobra.Command{
+func (a *app) runsCreate(cmd *cobra.Command, o *runsCreateOpts) error {
+	c, err := a.runsClient()
+	if err != nil {
+		return err
+	}
+	prompt := o.prompt
+	if o.promptFile != "" {
+		b, err := os.ReadFile(o.promptFile)
+		if err != nil {
+			return err
+		}
+		prompt = string(b)
+	}
+	cfg := map[string]any{}
+	for k, v := range map[string]string{"environment_id": o.env, "name": o.name, "model_id": o.model} {
+		if v != "" {
+			cfg[k] = v
+		}
+	}
+	res, err := c.CreateRun(cmd.Context(), client.RunRequest{Prompt: prompt, Title: o.title, Config: cfg}, client.WithHeader("X-Factory-Source", "CLI"))
+	if err != nil {
+		return apiError(err)
+	}
+	if o.output == "json" {
+		return printJSON(a.stdout, res)
+	}
+	fmt.Fprintln(a.stdout, res.RunID)
+	return nil
+}
+
+type runsListOpts struct {
+	states []string
+	limit  int
+	output string
+}
+
+func (a *app) runsListCmd() *cobra.Command {
+	o := &runsListOpts{}
+	cmd := &cobra.Command{
 		Use:   "list [--state S]... [--limit N]",
 		Short: "List runs, most recently updated first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err != nil {
-				return err
-			}
-			q := url.Values{"limit": {strconv.Itoa(limit)}, "state": states}
-			page, err := c.ListRuns(cmd.Context(), q)
-			if err != nil {
-				return apiError(err)
-			}
-			if listOut == "json" {
-				return printJSON(a.stdout, page)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tSTATE\tSOURCE\tUPDATED\tTITLE")
-			for _, r := range page.Runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.State, r.Source, r.UpdatedAt.Format(time.RFC3339), shorten(r.Title, 50))
-			}
-			return tw.Flush()
-		},
+		RunE:  func(cmd *cobra.Command, args []string) error { return a.runsList(cmd, o) },
 	}
-	list.Flags().StringSliceVar(&states, "state", nil, "only runs in this state (repeatable)")
-	list.Flags().IntVar(&limit, "limit", 20, "how many, at most 500")
-	outputFlag(list, &listOut, "text", "json")
+	cmd.Flags().StringSliceVar(&o.states, "state", nil, "only runs in this state (repeatable)")
+	cmd.Flags().IntVar(&o.limit, "limit", 20, "how many, at most 500")
+	outputFlag(cmd, &o.output, "text", "json")
+	return cmd
+}
 
-	var follow bool
-	var getOut string
-	get := &cobra.Command{
+func (a *app) runsList(cmd *cobra.Command, o *runsListOpts) error {
+	c, err := a.runsClient()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {strconv.Itoa(o.limit)}, "state": o.states}
+	page, err := c.ListRuns(cmd.Context(), q)
+	if err != nil {
+		return apiError(err)
+	}
+	if o.output == "json" {
+		return printJSON(a.stdout, page)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tSOURCE\tUPDATED\tTITLE")
+	for _, r := range page.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.State, r.Source, r.UpdatedAt.Format(time.RFC3339), shorten(r.Title, 50))
+	}
+	return tw.Flush()
+}
+
+type runsGetOpts struct {
+	follow bool
+	output string
+}
+
+func (a *app) runsGetCmd() *cobra.Command {
+	o := &runsGetOpts{}
+	cmd := &cobra.Command{
 		Use:   "get RUN_ID [--follow]",
 		Short: "Show a run; --follow prints its status messages until it ends",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err != nil {
-				return err
-			}
-			if follow {
-				return a.followRun(cmd, c, args[0])
-			}
-			r, err := c.GetRun(cmd.Context(), args[0])
-			if err != nil {
-				return apiError(err)
-			}
-			if getOut == "json" {
-				return printJSON(a.stdout, r)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "Run:\t%s\nTitle:\t%s\nState:\t%s\nSource:\t%s\nCreated:\t%s\nUpdated:\t%s\n", r.RunID, r.Title, r.State, r.Source,
-				r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
-			if r.StatusMessage != nil {
-				fmt.Fprintf(tw, "Status:\t%s\n", r.StatusMessage.Message)
-			}
-			if r.DeliveryID != "" {
-				fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)
-			}
-			return tw.Flush()
-		},
+		RunE:  func(cmd *cobra.Command, args []string) error { return a.runsGet(cmd, args[0], o) },
 	}
-	get.Flags().BoolVarP(&follow, "follow", "f", false, "print status messages until the run ends")
-	outputFlag(get, &getOut, "text", "json")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "print status messages until the run ends")
+	outputFlag(cmd, &o.output, "text", "json")
+	return cmd
+}
 
+func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
+	c, err := a.runsClient()
+	if err != nil {
+		return err
+	}
+	if o.follow {
+		return a.followRun(cmd, c, id)
+	}
+	r, err := c.GetRun(cmd.Context(), id)
+	if err != nil {
+		return apiError(err)
+	}
+	if o.output == "json" {
+		return printJSON(a.stdout, r)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Run:\t%s\nTitle:\t%s\nState:\t%s\nSource:\t%s\nCreated:\t%s\nUpdated:\t%s\n", r.RunID, r.Title, r.State, r.Source,
+		r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
+	if r.StatusMessage != nil {
+		fmt.Fprintf(tw, "Status:\t%s\n", r.StatusMessage.Message)
+	}
+	if r.DeliveryID != "" {
+		fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)
+	}
+	return tw.Flush()
+}
+
+func (a *app) runsFollowupCmd() *cobra.Command {
 	var message string
-	followup := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "followup RUN_ID --message TEXT",
 		Short: "Send a follow-up: the next turn of a running run, or continue a finished one",
 		Args:  cobra.ExactArgs(1),
@@ -157,8 +190,12 @@ func (a *app) runsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	followup.Flags().StringVar(&message, "message", "", "the message")
-	cancel := &cobra.Command{
+	cmd.Flags().StringVar(&message, "message", "", "the message")
+	return cmd
+}
+
+func (a *app) runsCancelCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "cancel RUN_ID",
 		Short: "Cancel a queued or running run",
 		Args:  cobra.ExactArgs(1),
@@ -175,8 +212,6 @@ func (a *app) runsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, get, followup, cancel)
-	return cmd
 }
 
 // followRun prints a run's timeline as it grows, until the run ends.

@@ -27,6 +27,11 @@ never printed, except a generated value, once, when it is created or rotated.
 While a server holds the store, these commands go through it, and a rotation is in
 force for the webhooks that use the secret when the command returns.`,
 	}
+	cmd.AddCommand(a.secretsCreateCmd(), a.secretsRotateCmd(), a.secretsListCmd(), a.secretsDeleteCmd())
+	return cmd
+}
+
+func (a *app) secretsCreateCmd() *cobra.Command {
 	var fromStdin, urlSafe bool
 	create := &cobra.Command{
 		Use:   "create NAME [--from-stdin] [--url-safe]",
@@ -41,6 +46,10 @@ force for the webhooks that use the secret when the command returns.`,
 	create.Flags().BoolVar(&fromStdin, "from-stdin", false, "read the value from standard input (one trailing newline is dropped)")
 	create.Flags().BoolVar(&urlSafe, "url-safe", false, "require a URL-safe value (for url_token webhooks); generated values always are")
 
+	return create
+}
+
+func (a *app) secretsRotateCmd() *cobra.Command {
 	var rotateStdin bool
 	rotate := &cobra.Command{
 		Use:   "rotate NAME [--from-stdin]",
@@ -52,6 +61,10 @@ force for the webhooks that use the secret when the command returns.`,
 	}
 	rotate.Flags().BoolVar(&rotateStdin, "from-stdin", false, "read the new value from standard input")
 
+	return rotate
+}
+
+func (a *app) secretsListCmd() *cobra.Command {
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -84,6 +97,10 @@ force for the webhooks that use the secret when the command returns.`,
 	}
 	outputFlag(list, &output, "text", "json")
 
+	return list
+}
+
+func (a *app) secretsDeleteCmd() *cobra.Command {
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a secret (refused while a webhook references it)",
@@ -97,8 +114,7 @@ force for the webhooks that use the secret when the command returns.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(create, rotate, list, del)
-	return cmd
+	return del
 }
 
 // putSecret creates or rotates a secret, locally or through the server. A

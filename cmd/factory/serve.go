@@ -84,37 +84,10 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	var cfg server.FileConfig
-	switch {
-	case o.config != "" && o.source != "":
-		return errors.New("give --source or --config, not both")
-	case o.config != "":
-		c, err := server.LoadConfig(o.config)
-		if err != nil {
-			return err
-		}
-		cfg = *c
-		base := filepath.Dir(o.config)
-		for i, f := range cfg.Factories {
-			if !gitsource.IsGitURL(f.Source) && !filepath.IsAbs(f.Source) {
-				cfg.Factories[i].Source = filepath.Join(base, f.Source) // relative to the file
-			}
-		}
-		if cfg.Data != "" && a.dataFlag == "" && os.Getenv("FACTORY_DATA") == "" {
-			a.dataFlag = cfg.Data
-		}
-	case o.source != "":
-		cfg.Factories = []server.FactoryConfig{{Name: o.name, Source: o.source, Ref: o.ref, Interval: o.interval.String()}}
-	default:
-		return errors.New("give --source DIR|GIT_URL or --config FILE")
+	cfg, err := a.serveConfig(cmd, o)
+	if err != nil {
+		return err
 	}
-	if cmd.Flags().Changed("listen") || cfg.Listen == "" {
-		cfg.Listen = o.listen
-	}
-	if cmd.Flags().Changed("public-url") || cfg.PublicURL == "" {
-		cfg.PublicURL = o.publicURL
-	}
-
 	s, err := a.openStore()
 	if err != nil {
 		return err
@@ -154,7 +127,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	runs, err := runManager(&cfg, s, a.dataDir(), log)
+	runs, err := runManager(cfg, s, a.dataDir(), log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -163,6 +136,43 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// serveConfig is the server's configuration: the --config file (its
+// factories' directories relative to it), or the one factory of --source,
+// with the flags given on the command line winning over the file.
+func (a *app) serveConfig(cmd *cobra.Command, o *serveOpts) (*server.FileConfig, error) {
+	cfg := &server.FileConfig{}
+	switch {
+	case o.config != "" && o.source != "":
+		return nil, errors.New("give --source or --config, not both")
+	case o.config != "":
+		c, err := server.LoadConfig(o.config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+		base := filepath.Dir(o.config)
+		for i, f := range cfg.Factories {
+			if !gitsource.IsGitURL(f.Source) && !filepath.IsAbs(f.Source) {
+				cfg.Factories[i].Source = filepath.Join(base, f.Source) // relative to the file
+			}
+		}
+		if cfg.Data != "" && a.dataFlag == "" && os.Getenv("FACTORY_DATA") == "" {
+			a.dataFlag = cfg.Data
+		}
+	case o.source != "":
+		cfg.Factories = []server.FactoryConfig{{Name: o.name, Source: o.source, Ref: o.ref, Interval: o.interval.String()}}
+	default:
+		return nil, errors.New("give --source DIR|GIT_URL or --config FILE")
+	}
+	if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+		cfg.Listen = o.listen
+	}
+	if cmd.Flags().Changed("public-url") || cfg.PublicURL == "" {
+		cfg.PublicURL = o.publicURL
+	}
+	return cfg, nil
 }
 
 // factorySource turns a configured factory into what the server runs: a
