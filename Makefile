@@ -17,9 +17,13 @@ run: build ## serve the bundled example factory on 127.0.0.1:8080 (store in ./.f
 	./scripts/example-setup.sh $(BIN) $(DATA)
 	$(BIN) --data $(DATA) serve --source examples/factory --name example
 
-lint: ## gofmt and go vet
+# The measured fast paths (BENCHMARKS.md) are exempt from the complexity bound.
+FASTPATHS := \(\*fastNode\)\.valid |\(\*fastCompiler\)\.compile | validJSON 
+
+lint: ## gofmt, go vet, and cyclomatic complexity at most 25 (gocyclo)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@out=$$($(GO) tool gocyclo -over 25 $$(git ls-files '*.go') | grep -Ev '$(FASTPATHS)'); if [ -n "$$out" ]; then echo "cyclomatic complexity over 25: split these into named steps:"; echo "$$out"; exit 1; fi
 
 test: lint ## everything CI runs
 	$(GO) test -count=1 -timeout 15m ./...

@@ -102,61 +102,14 @@ func BenchmarkIngressVsBareHandler(b *testing.B) {
 		duration = time.Duration(s) * time.Second
 	}
 
-	// The bare handler: read the body, answer 202.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10+1))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		w.Write([]byte(`{"delivery_id":"dlv_bare"}` + "\n"))
-	})}
-	go bare.Serve(ln)
-	defer bare.Close()
-
-	// The real server, as a user runs it.
-	bin := filepath.Join(dir, "factory")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/factory").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	data, repo := filepath.Join(dir, "data"), filepath.Join(dir, "repo")
-	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
-	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
-	run := func(stdin string, args ...string) {
-		cmd := exec.Command(bin, append([]string{"--data", data}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	run(benchToken, "secrets", "create", "tok", "--from-stdin")
-	run("", "webhooks", "import", "bench/hook", "--uid", benchUID)
-	srv := exec.Command(bin, "--data", data, "serve", "--source", repo, "--name", "bench", "--listen", "127.0.0.1:0", "--ingress-rate-limit", "-1")
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var info struct{ URL string }
-		if raw, err := os.ReadFile(filepath.Join(data, "server.json")); err == nil && json.Unmarshal(raw, &info) == nil {
-			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					base = info.URL
-				}
-			}
-		}
-	}
-	if base == "" {
-		b.Fatal("the server did not start")
-	}
+	bareAddr, stopBare := startBare(b)
+	defer stopBare()
+	base, stopReal := startServer(b, dir)
+	defer stopReal()
 
 	syscall.Sync() // the build and set-up wrote files: write them back before measuring
 	b.ResetTimer()
-	bareURL, realURL := "http://"+ln.Addr().String()+"/webhooks/w/"+benchUID, base+"/webhooks/w/"+benchUID
+	bareURL, realURL := "http://"+bareAddr+"/webhooks/w/"+benchUID, base+"/webhooks/w/"+benchUID
 	for i := 0; i < b.N; i++ {
 		runWrk(b, bareURL, script, time.Second) // warm-ups
 		runWrk(b, realURL, script, time.Second)
@@ -186,6 +139,63 @@ func BenchmarkIngressVsBareHandler(b *testing.B) {
 		fmt.Fprintf(os.Stderr, "ingress %.0f req/s vs bare %.0f req/s (ratio %.2f); p99 %v vs %v (ratio %.2f)\n",
 			realRPS, bareRPS, realRPS/bareRPS, realP99, bareP99, float64(realP99)/float64(bareP99))
 	}
+}
+
+// startBare starts the bare handler: read the body, answer 202.
+func startBare(b *testing.B) (addr string, stop func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10+1))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		w.Write([]byte(`{"delivery_id":"dlv_bare"}` + "\n"))
+	})}
+	go bare.Serve(ln)
+	return ln.Addr().String(), func() { bare.Close() }
+}
+
+// startServer builds the real server and starts it as a user runs it: one
+// token webhook with a known UID, the rate limit off. It returns the
+// server's base URL once it is ready.
+func startServer(b *testing.B, dir string) (base string, stop func()) {
+	bin := filepath.Join(dir, "factory")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/factory").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	data, repo := filepath.Join(dir, "data"), filepath.Join(dir, "repo")
+	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
+	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
+	run := func(stdin string, args ...string) {
+		cmd := exec.Command(bin, append([]string{"--data", data}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	run(benchToken, "secrets", "create", "tok", "--from-stdin")
+	run("", "webhooks", "import", "bench/hook", "--uid", benchUID)
+	srv := exec.Command(bin, "--data", data, "serve", "--source", repo, "--name", "bench", "--listen", "127.0.0.1:0", "--ingress-rate-limit", "-1")
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = func() { srv.Process.Signal(os.Interrupt); srv.Wait() }
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var info struct{ URL string }
+		if raw, err := os.ReadFile(filepath.Join(data, "server.json")); err == nil && json.Unmarshal(raw, &info) == nil {
+			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return info.URL, stop
+				}
+			}
+		}
+	}
+	stop()
+	b.Fatal("the server did not start")
+	return "", nil
 }
 
 // sliceLength is how long each side is driven before the other's turn.

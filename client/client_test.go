@@ -13,16 +13,15 @@ import (
 	"factory/client"
 )
 
-// A server that misbehaves on purpose: 503 then 200, 429 with Retry-After,
-// a slow body, a 404 problem.
-func TestRetriesTimeoutsAndErrors(t *testing.T) {
-	var calls atomic.Int32
-	var keys []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// misbehaving answers on purpose: 503 then 200, 429 with Retry-After, a
+// slow body, a 404 problem. calls counts requests; keys records the
+// Idempotency-Keys of creates.
+func misbehaving(calls *atomic.Int32, keys *[]string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
 		switch r.URL.Path {
 		case "/v1/agent/runs":
-			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			*keys = append(*keys, r.Header.Get("Idempotency-Key"))
 			if n == 1 {
 				w.WriteHeader(503)
 				return
@@ -45,7 +44,15 @@ func TestRetriesTimeoutsAndErrors(t *testing.T) {
 			w.WriteHeader(404)
 			w.Write([]byte(`{"type":"https://x/errors/resource_not_found","title":"Not Found","status":404,"detail":"no run run_nope"}`))
 		}
-	}))
+	}
+}
+
+// A server that misbehaves on purpose: each misbehaviour is retried, waited
+// for, or surfaced as the typed error it is.
+func TestRetriesTimeoutsAndErrors(t *testing.T) {
+	var calls atomic.Int32
+	var keys []string
+	srv := httptest.NewServer(misbehaving(&calls, &keys))
 	defer srv.Close()
 	ctx := context.Background()
 	c := client.New(srv.URL, "k")

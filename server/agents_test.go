@@ -114,7 +114,16 @@ func TestAgentsAPI(t *testing.T) {
 		t.Fatalf("a runs key on an admin call: %v", err)
 	}
 
-	// Create on both paths; the run finishes.
+	id := agentsCreate(t, h)
+	agentsAttachments(t, h)
+	agentsValidation(t, h)
+	agentsIdempotency(t, h)
+	agentsCancel(t, h, id)
+	agentsFollowUp(t, h, id)
+}
+
+// agentsCreate creates on both paths; the run finishes.
+func agentsCreate(t *testing.T, h *harness) string {
 	id := createRun(t, h, map[string]any{"prompt": "Say hi", "title": "greeting", "metadata": map[string]string{"team": "ci"},
 		"config": map[string]any{"name": "greeter", "model_id": "m1"}, "some_future_field": true})
 	status, b := call(t, h, "POST", "/v1/agent/run", map[string]any{"prompt": "old path"})
@@ -127,8 +136,12 @@ func TestAgentsAPI(t *testing.T) {
 		run["creator"].(map[string]any)["display_name"] != "ci" || run["started_at"] == nil {
 		t.Fatalf("run %v", run)
 	}
+	return id
+}
 
-	// Attachments are kept with the run and served back byte for byte.
+// agentsAttachments: attachments are kept with the run and served back
+// byte for byte.
+func agentsAttachments(t *testing.T, h *harness) {
 	data := "line one\r\n\x00binary"
 	att := createRun(t, h, map[string]any{"prompt": "with a file", "attachments": []map[string]string{
 		{"file_name": "notes.bin", "mime_type": "application/octet-stream", "data": base64.StdEncoding.EncodeToString([]byte(data))}}})
@@ -142,7 +155,10 @@ func TestAgentsAPI(t *testing.T) {
 		t.Fatalf("attachments in the run: %v", r["attachments"])
 	}
 
-	// Validation names the field.
+}
+
+// agentsValidation: validation names the field.
+func agentsValidation(t *testing.T, h *harness) {
 	for body, want := range map[string]string{
 		`{}`:            "prompt: required",
 		`{"prompt": 5}`: "prompt: must be string",
@@ -158,7 +174,10 @@ func TestAgentsAPI(t *testing.T) {
 		}
 	}
 
-	// Idempotency-Key: same body, same run; other body, 409.
+}
+
+// agentsIdempotency: Idempotency-Key: same body, same run; other body, 409.
+func agentsIdempotency(t *testing.T, h *harness) {
 	s1, b1 := call(t, h, "POST", "/v1/agent/runs", `{"prompt":"once"}`, "Idempotency-Key", "k-1")
 	s2, b2 := call(t, h, "POST", "/v1/agent/runs", `{"prompt":"once"}`, "Idempotency-Key", "k-1")
 	s3, _ := call(t, h, "POST", "/v1/agent/runs", `{"prompt":"twice"}`, "Idempotency-Key", "k-1")
@@ -166,30 +185,37 @@ func TestAgentsAPI(t *testing.T) {
 		t.Fatalf("idempotency: %d %s / %d %s / %d", s1, b1, s2, b2, s3)
 	}
 
-	// Cancel: running, queued, finished; the answer is the bare run ID.
+}
+
+// agentsCancel cancels a running, a queued and a finished run; the answer
+// is the bare run ID.
+func agentsCancel(t *testing.T, h *harness, finished string) {
 	running := createRun(t, h, map[string]any{"prompt": "sleep please"})
 	queued := createRun(t, h, map[string]any{"prompt": "after"})
 	waitState(t, h, running, "INPROGRESS")
-	status, b = call(t, h, "POST", "/v1/agent/runs/"+queued+"/cancel", nil)
+	status, b := call(t, h, "POST", "/v1/agent/runs/"+queued+"/cancel", nil)
 	if status != 200 || string(bytes.TrimSpace(b)) != `"`+queued+`"` {
 		t.Fatalf("cancel queued: %d %s", status, b)
 	}
 	waitState(t, h, queued, "CANCELLED")
 	call(t, h, "POST", "/v1/agent/runs/"+running+"/cancel", nil)
 	waitState(t, h, running, "CANCELLED")
-	if status, _ := call(t, h, "POST", "/v1/agent/runs/"+id+"/cancel", nil); status != 400 {
+	if status, _ := call(t, h, "POST", "/v1/agent/runs/"+finished+"/cancel", nil); status != 400 {
 		t.Fatalf("cancel a finished run: %d", status)
 	}
 	if status, _ := call(t, h, "POST", "/v1/agent/runs/run_nope/cancel", nil); status != 404 {
 		t.Fatalf("cancel an unknown run: %d", status)
 	}
 
-	// A follow-up continues a finished run.
+}
+
+// agentsFollowUp: a follow-up continues a finished run.
+func agentsFollowUp(t *testing.T, h *harness, id string) {
 	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/followups", map[string]string{"message": "and again"}); status != 200 || strings.TrimSpace(string(b)) != "{}" {
 		t.Fatalf("follow-up: %d %s", status, b)
 	}
 	waitState(t, h, id, "SUCCEEDED")
-	status, b = call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
+	status, b := call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
 	if status != 200 || strings.Count(string(b), `"kind":"started"`) != 2 || !strings.Contains(string(b), `"kind":"followup","message":"and again"`) {
 		t.Fatalf("timeline: %s", b)
 	}
@@ -245,6 +271,14 @@ func TestListRuns(t *testing.T) {
 	late := createRun(t, h, map[string]any{"prompt": "late", "config": map[string]any{"name": "job-0"}})
 	waitState(t, h, late, "SUCCEEDED")
 
+	listRunsFilters(t, h, between)
+	listRunsOrder(t, h, all)
+	listRunsPaging(t, h, append(all, late))
+	listRunsRefusals(t, h)
+}
+
+// listRunsFilters counts, page by page, what each filter lists.
+func listRunsFilters(t *testing.T, h *harness, between time.Time) {
 	count := func(q string) int {
 		total, cur := 0, ""
 		for {
@@ -277,7 +311,11 @@ func TestListRuns(t *testing.T) {
 		}
 	}
 
-	// Both orders, on created_at: exactly the creation order.
+}
+
+// listRunsOrder: both orders, on created_at, are exactly the creation
+// order.
+func listRunsOrder(t *testing.T, h *harness, all []string) {
 	asc, _ := listIDs(t, h, "sort_by=created_at&sort_order=asc&limit=500")
 	desc, _ := listIDs(t, h, "sort_by=created_at&limit=500")
 	for i := range all {
@@ -286,7 +324,11 @@ func TestListRuns(t *testing.T) {
 		}
 	}
 
-	// Paging while runs are created: no skip, no repeat.
+}
+
+// listRunsPaging: paging while runs are created neither skips nor repeats,
+// and the Go client's iteration reaches every run, page after page.
+func listRunsPaging(t *testing.T, h *harness, all []string) {
 	seen := map[string]int{}
 	cur := ""
 	for page := 0; ; page++ {
@@ -302,13 +344,12 @@ func TestListRuns(t *testing.T) {
 		}
 		cur = next
 	}
-	for _, id := range append(all, late) {
+	for _, id := range all {
 		if seen[id] != 1 {
 			t.Fatalf("run %s seen %d times while paging", id, seen[id])
 		}
 	}
 
-	// The Go client's iteration reaches every run, page after page.
 	n := 0
 	for r, err := range h.c.AllRuns(context.Background(), url.Values{"limit": {"6"}, "sort_by": {"created_at"}}) {
 		if err != nil || r.RunID == "" {
@@ -320,7 +361,10 @@ func TestListRuns(t *testing.T) {
 		t.Fatalf("iterated %d runs, want %d", n, len(seen)+1)
 	}
 
-	// Refusals.
+}
+
+// listRunsRefusals: bad parameters and cursors are refused, naming them.
+func listRunsRefusals(t *testing.T, h *harness) {
 	_, next := listIDs(t, h, "sort_by=created_at&limit=2")
 	for q, want := range map[string]string{
 		"limit=0":                 "limit",

@@ -43,7 +43,41 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess crash test")
 	}
-	data, repo := t.TempDir(), t.TempDir()
+	data, repo := crashSetUp(t)
+	child := exec.Command(os.Args[0], "-test.run=^TestDeliveriesSurviveSIGKILL$")
+	child.Env = append(os.Environ(), "FACTORY_CRASH_SERVER="+data, "FACTORY_CRASH_REPO="+repo)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	url := waitReady(t, data)
+	uid := strings.TrimSpace(readFile(t, filepath.Join(data, "uid")))
+	accepted := loadUntilKilled(url, uid, func() {
+		time.Sleep(700 * time.Millisecond)
+		child.Process.Signal(syscall.SIGKILL)
+		child.Wait()
+	})
+	if len(accepted) == 0 {
+		t.Fatal("no delivery was accepted before the kill: nothing was tested")
+	}
+
+	s, err := store.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAcceptedLogged(t, s, uid, accepted)
+	queued, evaluated, acceptedInLog := checkQueuedOnce(t, s, uid)
+	checkOneRunEach(t, s, data, uid, acceptedInLog)
+	t.Logf("%d deliveries answered 202 before SIGKILL; %d accepted; %d evaluated before the kill, %d after; one run each",
+		len(accepted), acceptedInLog, evaluated, queued)
+}
+
+// crashSetUp writes the factory (one token webhook, one automation every
+// delivery matches) and its secret and pinned UID into a new store.
+func crashSetUp(t *testing.T) (data, repo string) {
+	data, repo = t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
 	os.MkdirAll(filepath.Join(repo, "automations"), 0o755)
 	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
@@ -53,6 +87,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	kr, _ := secrets.LoadKeyring(data)
 	if _, _, err := secrets.Create(s, kr, "tok", []byte(crashToken), false, time.Now()); err != nil {
 		t.Fatal(err)
@@ -60,44 +95,40 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	pin := s.NewBatch()
 	pin.PinWebhookUID("crash", "hook", crashUID)
 	pin.Commit()
-	s.Close()
+	return data, repo
+}
 
-	child := exec.Command(os.Args[0], "-test.run=^TestDeliveriesSurviveSIGKILL$")
-	child.Env = append(os.Environ(), "FACTORY_CRASH_SERVER="+data, "FACTORY_CRASH_REPO="+repo)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
-	var url string
-	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+// waitReady waits for the child server to answer /readyz at the address it
+// records in the data directory.
+func waitReady(t *testing.T, data string) string {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(data, server.ServerFile))
 		var info server.Info
 		if err == nil && json.Unmarshal(b, &info) == nil {
 			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
-					url = info.URL
+					return info.URL
 				}
 			}
 		}
 	}
-	if url == "" {
-		t.Fatal("the child server did not start")
-	}
-	uid := strings.TrimSpace(readFile(t, filepath.Join(data, "uid")))
+	t.Fatal("the child server did not start")
+	return ""
+}
 
-	// Eight loaders post until the kill; each remembers what got a 202.
+// loadUntilKilled runs eight loaders that post until kill has returned;
+// each remembers what got a 202. It returns delivery_id → body.
+func loadUntilKilled(url, uid string, kill func()) map[string]string {
 	var mu sync.Mutex
-	accepted := map[string]string{} // delivery_id → body
+	accepted := map[string]string{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tr := &http.Transport{}
-			c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+			c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -105,41 +136,43 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 				default:
 				}
 				body := fmt.Sprintf(`{"loader":%d,"n":%d,"pad":"%s"}`, g, i, strings.Repeat("x", 512))
-				req, _ := http.NewRequest("POST", url+"/webhooks/w/"+uid, strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+crashToken)
-				resp, err := c.Do(req)
-				if err != nil {
-					continue // the server died mid-request: no 202, no promise
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 202 {
-					var out struct {
-						ID string `json:"delivery_id"`
-					}
-					if json.Unmarshal(b, &out) == nil {
-						mu.Lock()
-						accepted[out.ID] = body
-						mu.Unlock()
-					}
+				if id := postOnce(c, url+"/webhooks/w/"+uid, body); id != "" {
+					mu.Lock()
+					accepted[id] = body
+					mu.Unlock()
 				}
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
-	child.Process.Signal(syscall.SIGKILL)
-	child.Wait()
+	kill()
 	close(stop)
 	wg.Wait()
-	if len(accepted) == 0 {
-		t.Fatal("no delivery was accepted before the kill: nothing was tested")
-	}
+	return accepted
+}
 
-	s, err = store.Open(data)
+// postOnce posts a delivery and returns its ID if it was answered 202. A
+// server that died mid-request made no promise.
+func postOnce(c *http.Client, url, body string) string {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+crashToken)
+	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return ""
 	}
-	defer s.Close()
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out struct {
+		ID string `json:"delivery_id"`
+	}
+	if resp.StatusCode != 202 || json.Unmarshal(b, &out) != nil {
+		return ""
+	}
+	return out.ID
+}
+
+// checkAcceptedLogged: every delivery answered 202 is in the log, with its
+// payload byte for byte.
+func checkAcceptedLogged(t *testing.T, s *store.Store, uid string, accepted map[string]string) {
 	for id, body := range accepted {
 		d, err := s.Delivery(uid, id)
 		if err != nil || d.Label != factory.LabelAccepted {
@@ -150,6 +183,12 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 			t.Fatalf("delivery %s: payload lost or changed: %v", id, err)
 		}
 	}
+}
+
+// checkQueuedOnce: the child evaluated part of the queue before it died
+// (it runs the automations); the rest is still queued, once each, and
+// nothing is in both.
+func checkQueuedOnce(t *testing.T, s *store.Store, uid string) (queued, evaluated, acceptedInLog int) {
 	queue, err := s.EvalQueue(1 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -164,19 +203,11 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 		}
 	}
 	logged, _, _ := s.Deliveries(uid, "", 1<<20)
-	acceptedInLog := 0
-	for _, d := range logged {
-		if d.Label == factory.LabelAccepted {
-			acceptedInLog++
-		}
-	}
-	// The child evaluated part of the queue before it died (it runs the
-	// automations); the rest is still queued, and nothing is in both.
-	evaluated := 0
 	for _, d := range logged {
 		if d.Label != factory.LabelAccepted {
 			continue
 		}
+		acceptedInLog++
 		if seen[d.ID] == 0 {
 			evaluated++
 			if len(d.RunIDs) != 1 {
@@ -187,9 +218,12 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if len(queue)+evaluated != acceptedInLog {
 		t.Fatalf("%d queued + %d evaluated != %d accepted", len(queue), evaluated, acceptedInLog)
 	}
+	return len(queue), evaluated, acceptedInLog
+}
 
-	// The restart evaluates the rest: every accepted delivery has started
-	// exactly one run, whatever moment the kill fell on.
+// checkOneRunEach: the restart evaluates the rest, and every accepted
+// delivery has started exactly one run, whatever moment the kill fell on.
+func checkOneRunEach(t *testing.T, s *store.Store, data, uid string, acceptedInLog int) {
 	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	if err := (&automations.Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Drain(); err != nil {
@@ -203,7 +237,7 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	for _, r := range runs {
 		perDelivery[r.DeliveryID]++
 	}
-	logged, _, _ = s.Deliveries(uid, "", 1<<20)
+	logged, _, _ := s.Deliveries(uid, "", 1<<20)
 	for _, d := range logged {
 		if d.Label == factory.LabelAccepted && (perDelivery[d.ID] != 1 || len(d.RunIDs) != 1) {
 			t.Fatalf("delivery %s: %d runs, record lists %v", d.ID, perDelivery[d.ID], d.RunIDs)
@@ -212,8 +246,6 @@ func TestDeliveriesSurviveSIGKILL(t *testing.T) {
 	if len(runs) != acceptedInLog {
 		t.Fatalf("%d runs for %d accepted deliveries", len(runs), acceptedInLog)
 	}
-	t.Logf("%d deliveries answered 202 before SIGKILL; %d accepted; %d evaluated before the kill, %d after; one run each",
-		len(accepted), acceptedInLog, evaluated, len(queue))
 }
 
 func readFile(t *testing.T, p string) string {

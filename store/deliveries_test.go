@@ -106,24 +106,43 @@ func TestSweepDeliveries(t *testing.T) {
 // boundary, and in the layout of stores made before day buckets; the sweep
 // removes whole days before the cutoff's, and old-layout marks once old.
 func TestIdentityMarks(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir)
+	m := newMarksFixture(t)
+	marksWindow(t, m)
+	marksLegacy(t, m)
+	marksSweep(t, m)
+}
+
+// marksFixture is a store and the helpers of TestIdentityMarks.
+type marksFixture struct {
+	dir      string
+	s        *Store
+	midnight time.Time
+	accept   func(at time.Time, key string) string
+	seen     func(key string, since, until time.Time) string
+}
+
+const week = 7 * 24 * time.Hour
+
+func newMarksFixture(t *testing.T) *marksFixture {
+	m := &marksFixture{dir: t.TempDir(), midnight: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+	s, err := Open(m.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	midnight := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	m.s = s
+	t.Cleanup(func() { m.s.Close() })
 	var last atomic.Int64
-	accept := func(at time.Time, key string) string {
+	m.accept = func(at time.Time, key string) string {
 		t.Helper()
 		d := &factory.Delivery{ID: newDeliveryID(at, &last), WebhookUID: "wh_a", Label: factory.LabelAccepted, Time: at, RunIDs: []string{}}
-		if err := s.RecordDelivery(d, []byte(`{}`), []string{key}); err != nil {
+		if err := m.s.RecordDelivery(d, []byte(`{}`), []string{key}); err != nil {
 			t.Fatal(err)
 		}
 		return d.ID
 	}
-	seen := func(key string, since, until time.Time) string {
+	m.seen = func(key string, since, until time.Time) string {
 		t.Helper()
-		id, ok, err := s.SeenIdentity("wh_a", key, since, until)
+		id, ok, err := m.s.SeenIdentity("wh_a", key, since, until)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,10 +151,14 @@ func TestIdentityMarks(t *testing.T) {
 		}
 		return id
 	}
-	week := 7 * 24 * time.Hour
+	return m
+}
 
+// marksWindow: a mark is found within its window, across a day boundary.
+func marksWindow(t *testing.T, m *marksFixture) {
+	midnight, seen := m.midnight, m.seen
 	// A mark made just after midnight by a request that started just before.
-	late := accept(midnight.Add(time.Millisecond), "header:late")
+	late := m.accept(midnight.Add(time.Millisecond), "header:late")
 	if got := seen("header:late", midnight.Add(-week), midnight.Add(-time.Millisecond)); got != late {
 		t.Errorf("a mark of the next day is not found: %q", got)
 	}
@@ -149,7 +172,12 @@ func TestIdentityMarks(t *testing.T) {
 	if got := seen("header:other", midnight.Add(-week), midnight.Add(time.Hour)); got != "" {
 		t.Errorf("an identity never accepted is found: %q", got)
 	}
+}
 
+// marksLegacy: a mark in the layout of stores made before day buckets is
+// found after a reopen.
+func marksLegacy(t *testing.T, m *marksFixture) {
+	midnight, seen, s := m.midnight, m.seen, m.s
 	// A mark as a store made before day buckets holds it, written raw.
 	b := s.NewLogBatch()
 	b.putRaw(legacyMarkPrefix+"wh_a/header:legacy", identityMark("dlv_legacy", midnight.Add(-time.Hour)))
@@ -158,10 +186,11 @@ func TestIdentityMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if s, err = Open(dir); err != nil {
+	s, err := Open(m.dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	m.s = s
 	if got := seen("header:legacy", midnight.Add(-week), midnight); got != "dlv_legacy" {
 		t.Errorf("an old-layout mark is not found: %q", got)
 	}
@@ -171,15 +200,21 @@ func TestIdentityMarks(t *testing.T) {
 		t.Errorf("identity keys: %v", keys)
 	}
 
+}
+
+// marksSweep: eight days on, the sweep removes whole days before the
+// cutoff's, and old-layout marks once old.
+func marksSweep(t *testing.T, m *marksFixture) {
+	midnight, seen, s := m.midnight, m.seen, m.s
 	// Eight days on: the day of "late" and the old-layout mark of the day
 	// before go; a mark of the cutoff's own day that is older than the
 	// cutoff stays, and is not found.
 	now := midnight.Add(8*24*time.Hour + 12*time.Hour)
-	cutoffDay := accept(now.Add(-week-time.Hour), "header:cutoff-day")
+	cutoffDay := m.accept(now.Add(-week-time.Hour), "header:cutoff-day")
 	if _, err := s.SweepDeliveries(now, 50, week); err != nil {
 		t.Fatal(err)
 	}
-	keys = map[string]bool{}
+	keys := map[string]bool{}
 	s.IdentityKeys(func(k string) { keys[k] = true })
 	if keys["wh_a/header:late"] || keys["wh_a/header:legacy"] || !keys["wh_a/header:cutoff-day"] || !keys["wh_a/header:legacy-recent"] || len(keys) != 2 {
 		t.Errorf("after the sweep: %v", keys)
