@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Auth modes of a webhook (seed §5).
+// Auth modes of a webhook (seed-spec §5).
 const (
 	AuthToken     = "token"
 	AuthURLToken  = "url_token"
@@ -13,7 +13,7 @@ const (
 )
 
 // SchemeStandardWebhooks is the one signature scheme whose secret the
-// service may generate (definitions.md).
+// service may generate (docs/spec/definitions.md).
 const SchemeStandardWebhooks = "standard-webhooks"
 
 // WebhookSpec is what webhooks/<key>.yaml says, with defaults applied.
@@ -28,7 +28,7 @@ type WebhookSpec struct {
 }
 
 // GeneratesSecret reports whether the service generates this webhook's
-// secret, which it does when no secretName is given (definitions.md).
+// secret, which it does when no secretName is given (docs/spec/definitions.md).
 func (w *WebhookSpec) GeneratesSecret() bool { return w.SecretName == "" }
 
 // AutomationSpec is what automations/<key>.md says, with defaults applied.
@@ -100,7 +100,7 @@ type Webhook struct {
 	// the generated webhook-<factory>-<key>.
 	SecretName string `json:"secret_name"`
 	// SecretVersion is the secret's version picked up at the last sync
-	// (definitions.md: rotation takes effect on the next sync).
+	// (docs/spec/definitions.md: rotation takes effect on the next sync).
 	SecretVersion  int       `json:"secret_version"`
 	SecretSyncedAt time.Time `json:"secret_synced_at"`
 	Suspended      bool      `json:"suspended"`

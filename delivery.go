@@ -2,7 +2,7 @@ package factory
 
 import "time"
 
-// Delivery log labels, spelled as the seed's section 2.5 spells them.
+// Delivery log labels, spelled as seed-spec §2.5 spells them.
 const (
 	LabelAccepted         = "Accepted"
 	LabelDuplicate        = "Duplicate"
@@ -28,7 +28,7 @@ type Delivery struct {
 	RunIDs      []string `json:"run_ids"`
 }
 
-// API key scopes (agents-api.md).
+// API key scopes (docs/spec/agents-api.md).
 const (
 	ScopeRuns  = "runs"
 	ScopeAdmin = "admin"

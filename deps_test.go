@@ -30,11 +30,11 @@ func TestDependencies(t *testing.T) {
 	// source (and its test helper), the watcher, the runtime's client side
 	// of ACP (and the demo agent's agent side), the schema validator.
 	rooms := map[string][]string{
-		"github.com/cockroachdb/pebble":            {"factory/store"},
-		"github.com/go-git/go-git/v5":              {"factory/reconciler/gitsource", "factory/reconciler/gitsource/gittest"},
-		"github.com/fsnotify/fsnotify":             {"factory/reconciler/watch"},
-		"github.com/coder/acp-go-sdk":              {"factory/runtime", "factory/cmd/factory"},
-		"github.com/santhosh-tekuri/jsonschema/v5": {"factory/schema"},
+		"github.com/cockroachdb/pebble":            {"factory/internal/store"},
+		"github.com/go-git/go-git/v5":              {"factory/internal/reconciler/gitsource", "factory/internal/reconciler/gitsource/gittest"},
+		"github.com/fsnotify/fsnotify":             {"factory/internal/reconciler/watch"},
+		"github.com/coder/acp-go-sdk":              {"factory/internal/runtime", "factory/cmd/factory"},
+		"github.com/santhosh-tekuri/jsonschema/v5": {"factory/internal/schema"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {

@@ -2,7 +2,7 @@ package factory
 
 import "path"
 
-// The layout of a factory repository (definitions.md): the one place that
+// The layout of a factory repository (docs/spec/definitions.md): the one place that
 // knows it. Sources read these paths, the loader sorts files by them, the
 // plan and its messages name them, and the watcher watches them.
 const (

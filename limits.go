@@ -16,32 +16,32 @@ import "time"
 
 // Limits of the seed specification (section 8) and of the definition format.
 const (
-	// MaxWebhooksPerFactory: seed §8 "Webhooks per factory: 20".
+	// MaxWebhooksPerFactory: seed-spec §8 "Webhooks per factory: 20".
 	MaxWebhooksPerFactory = 20
-	// MaxDefinitionFileBytes: definitions.md "a file over 1 MiB" is refused.
+	// MaxDefinitionFileBytes: docs/spec/definitions.md "a file over 1 MiB" is refused.
 	MaxDefinitionFileBytes = 1 << 20
 	// MaxYAMLNodes bounds a YAML document after alias expansion, so that an
-	// alias bomb is refused before it is expanded (definitions.md).
+	// alias bomb is refused before it is expanded (docs/spec/definitions.md).
 	MaxYAMLNodes = 100_000
-	// MaxWebhookBodyBytes: seed §8 "Webhook request body: 256 KB" (ingress.md: 262,144 bytes).
+	// MaxWebhookBodyBytes: seed-spec §8 "Webhook request body: 256 KB" (docs/spec/ingress.md: 262,144 bytes).
 	MaxWebhookBodyBytes = 256 << 10
-	// DeliveriesPerMinute: seed §8 "60 per minute, then 429 with Retry-After".
+	// DeliveriesPerMinute: seed-spec §8 "60 per minute, then 429 with Retry-After".
 	DeliveriesPerMinute = 60
-	// FailedAuthPerMinute: ingress.md, the failed-auth budget per webhook and client.
+	// FailedAuthPerMinute: docs/spec/ingress.md, the failed-auth budget per webhook and client.
 	FailedAuthPerMinute = 10
-	// SignatureMaxAge: seed §5.3 and §8, "Signature age accepted: 5 minutes".
+	// SignatureMaxAge: seed-spec §5.3 and §8, "Signature age accepted: 5 minutes".
 	SignatureMaxAge = 5 * time.Minute
-	// DeliveryLogKeep and DeliveryLogAge: seed §6.5, "at least the most
+	// DeliveryLogKeep and DeliveryLogAge: seed-spec §6.5, "at least the most
 	// recent 50 deliveries and 7 days of history".
 	DeliveryLogKeep = 50
 	DeliveryLogAge  = 7 * 24 * time.Hour
-	// FilterMaxDepth, FilterMaxKeys, FilterMaxValues: filters.md limits.
+	// FilterMaxDepth, FilterMaxKeys, FilterMaxValues: docs/spec/filters.md limits.
 	FilterMaxDepth  = 8
 	FilterMaxKeys   = 128
 	FilterMaxValues = 128
-	// GeneratedSecretBytes: definitions.md, generated secrets carry at least
+	// GeneratedSecretBytes: docs/spec/definitions.md, generated secrets carry at least
 	// 32 URL-safe characters (token, url_token) or 32 random bytes (Standard Webhooks).
 	GeneratedSecretBytes = 32
-	// UIDRandomBytes: definitions.md, UIDs carry at least 96 random bits.
+	// UIDRandomBytes: docs/spec/definitions.md, UIDs carry at least 96 random bits.
 	UIDRandomBytes = 15
 )

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// RunState is where a run stands (agents-api.md).
+// RunState is where a run stands (docs/spec/agents-api.md).
 type RunState string
 
-// Run states (agents-api.md).
+// Run states (docs/spec/agents-api.md).
 const (
 	StateQueued     RunState = "QUEUED"
 	StateInProgress RunState = "INPROGRESS"
@@ -38,7 +38,7 @@ const (
 	SourceAPI     = "API"
 )
 
-// Run is an agent run (agents-api.md's RunItem, and what executing it
+// Run is an agent run (docs/spec/agents-api.md's RunItem, and what executing it
 // needs).
 type Run struct {
 	ID            string            `json:"run_id"`

@@ -6,7 +6,7 @@ import (
 )
 
 // FactoryStatus is what `factory status` and GET /v1/factories/{uid} show
-// of one factory (cli.md).
+// of one factory (docs/spec/cli.md).
 type FactoryStatus struct {
 	Name              string     `json:"name"`
 	UID               string     `json:"uid"`
@@ -69,11 +69,11 @@ type AutomationStatus struct {
 }
 
 // DefaultPublicURL is the webhook_base_url before a server has set one:
-// the default listen address (cli.md).
+// the default listen address (docs/spec/cli.md).
 const DefaultPublicURL = "http://127.0.0.1:8080"
 
 // IngressURL is a webhook's URL for senders. A url_token URL carries a
-// {token} placeholder: the real token is revealed once (ingress.md).
+// {token} placeholder: the real token is revealed once (docs/spec/ingress.md).
 func IngressURL(base string, w *Webhook) string {
 	u := strings.TrimRight(base, "/") + "/webhooks/w/" + w.UID
 	if w.Spec.AuthMode == AuthURLToken {

@@ -1,6 +1,6 @@
 package factory
 
-// TestResult is the Test filter action's answer (filters.md): would a
+// TestResult is the Test filter action's answer (docs/spec/filters.md): would a
 // stored delivery trigger an automation, and why.
 type TestResult struct {
 	WouldTrigger bool         `json:"would_trigger"`
@@ -24,7 +24,7 @@ type PayloadCheck struct {
 }
 
 // KeyResult is one condition's outcome, for the Test filter action: which
-// key stopped a delivery (filters.md).
+// key stopped a delivery (docs/spec/filters.md).
 type KeyResult struct {
 	Path          string `json:"path"`
 	Operator      string `json:"operator"`

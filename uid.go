@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// UID prefixes (definitions.md).
+// UID prefixes (docs/spec/definitions.md).
 const (
 	PrefixWebhook    = "wh_"
 	PrefixAutomation = "au_"

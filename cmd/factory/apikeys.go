@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"factory/store"
+	"factory/internal/store"
 )
 
 // newAPIKey returns a key: "fk_" and 256 random bits.

@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory/client"
-	"factory/reconciler"
-	"factory/secrets"
-	"factory/server"
-	"factory/store"
+	"factory/internal/reconciler"
+	"factory/internal/secrets"
+	"factory/internal/server"
+	"factory/internal/store"
 )
 
 // AdminKeyFile holds the admin API key that serve creates on a new store.

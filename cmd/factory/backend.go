@@ -7,7 +7,7 @@ import (
 
 	"factory"
 	"factory/client"
-	"factory/service"
+	"factory/internal/service"
 )
 
 // backend is what commands that read or change the state talk to: the

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// demoAgentCmd is the bundled demo agent (runtime.md). It does no AI: it
+// demoAgentCmd is the bundled demo agent (docs/spec/runtime.md). It does no AI: it
 // reads the prompt and the attachments, reports progress, and writes
 // SUMMARY.md into the workspace, so that the whole path from a delivery to
 // a finished run can be seen working without an LLM. It speaks the exec

@@ -10,13 +10,13 @@ import (
 	"sort"
 	"time"
 
-	"factory/runtime"
-	"factory/server"
-	"factory/store"
+	"factory/internal/runtime"
+	"factory/internal/server"
+	"factory/internal/store"
 )
 
 // DefaultEnvironment is the built-in environment of a server without a
-// configuration file: the bundled demo agent, over ACP (runtime.md).
+// configuration file: the bundled demo agent, over ACP (docs/spec/runtime.md).
 const DefaultEnvironment = "default"
 
 type runtimeConfig struct {

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory/client"
-	"factory/reconciler"
-	"factory/reconciler/gitsource"
-	"factory/schema"
+	"factory/internal/reconciler"
+	"factory/internal/reconciler/gitsource"
+	"factory/internal/schema"
 )
 
 type reconcileOpts struct {

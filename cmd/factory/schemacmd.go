@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"factory/schema"
+	"factory/internal/schema"
 )
 
 func (a *app) schemaCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"factory/secrets"
+	"factory/internal/secrets"
 )
 
 func (a *app) secretsCmd() *cobra.Command {

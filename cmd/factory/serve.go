@@ -16,15 +16,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"factory/reconciler"
-	"factory/reconciler/gitsource"
-	"factory/reconciler/watch"
-	"factory/secrets"
-	"factory/server"
-	"factory/store"
+	"factory/internal/reconciler"
+	"factory/internal/reconciler/gitsource"
+	"factory/internal/reconciler/watch"
+	"factory/internal/secrets"
+	"factory/internal/server"
+	"factory/internal/store"
 )
 
-// Defaults of serve (runtime.md): git remotes are polled; directories are
+// Defaults of serve (docs/spec/runtime.md): git remotes are polled; directories are
 // watched, and read again at the resync interval as a safety net.
 const (
 	defaultGitInterval = time.Minute

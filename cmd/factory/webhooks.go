@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory"
-	"factory/reconciler"
-	"factory/store"
+	"factory/internal/reconciler"
+	"factory/internal/store"
 )
 
 func (a *app) webhooksCmd() *cobra.Command {

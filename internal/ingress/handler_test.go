@@ -1,0 +1,123 @@
+package ingress
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"factory"
+
+	"factory/internal/secrets"
+	"factory/internal/store"
+)
+
+func TestLimiter(t *testing.T) {
+	l := newLimiter(3, time.Minute)
+	t0 := time.Unix(1000, 0)
+	for i := 0; i < 3; i++ {
+		if _, _, ok := l.reserve("k", t0.Add(time.Duration(i)*time.Second)); !ok {
+			t.Fatalf("slot %d refused", i)
+		}
+	}
+	_, wait, ok := l.reserve("k", t0.Add(10*time.Second))
+	if ok || retryAfter(wait) != 50 {
+		t.Fatalf("4th in a minute: ok=%v retry=%d, want refused with 50 s", ok, retryAfter(wait))
+	}
+	// The oldest leaves the window: a slot frees.
+	if _, _, ok := l.reserve("k", t0.Add(60*time.Second+time.Millisecond)); !ok {
+		t.Fatal("no slot after the oldest left the window")
+	}
+	// A released reservation gives its slot back.
+	l2 := newLimiter(1, time.Minute)
+	release, _, _ := l2.reserve("k", t0)
+	release()
+	if _, _, ok := l2.reserve("k", t0); !ok {
+		t.Fatal("a released slot was not given back")
+	}
+	// Keys are independent, and idle keys are swept.
+	if wait, full := l.full("other", t0); full || wait != 0 {
+		t.Fatal("another key is full")
+	}
+	l.add("idle", t0)
+	l.full("x", t0.Add(3*time.Minute))
+	if len(l.keys) != 0 {
+		t.Fatalf("idle keys kept: %v", len(l.keys))
+	}
+	if retryAfter(0) != 1 || retryAfter(1500*time.Millisecond) != 2 {
+		t.Fatal("Retry-After rounding")
+	}
+}
+
+const fuzzToken = "fuzz-token-0123456789abcdefghijklmnop"
+
+// tokenHandler is a handler over a real store holding one token webhook.
+func tokenHandler(t testing.TB) (*Handler, *store.Store) {
+	data := t.TempDir()
+	s, err := store.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	kr, err := secrets.LoadKeyring(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := secrets.Create(s, kr, "tok", []byte(fuzzToken), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.PutWebhook(&factory.Webhook{Factory: "f", Key: "w", UID: "wh_0000000000000000fz01", SecretName: "tok", SecretVersion: 1,
+		Spec: factory.WebhookSpec{Name: "w", AuthMode: factory.AuthToken, Enabled: true}})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{Store: s, Keyring: kr, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PerMinute: -1}), s
+}
+
+// FuzzBodyPath posts arbitrary bodies with a valid token: the answer is
+// 202 for JSON, 400 otherwise, 413 over the limit, and the log agrees.
+func FuzzBodyPath(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `1`, `"x"`, `null`, ``, `{`, "\xff", `{"a":[1,2,{"b":null}]}`, strings.Repeat(`[`, 100000)} {
+		f.Add([]byte(s))
+	}
+	h, s := tokenHandler(f)
+	h.cfg.MaxBody = 4096
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/w/{uid}", h)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest("POST", "/webhooks/w/wh_0000000000000000fz01", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+fuzzToken)
+		req.Header.Set("X-Service-Delivery-Id", time.Now().String()) // every request is new
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		want := http.StatusAccepted
+		switch {
+		case len(body) > 4096:
+			want = http.StatusRequestEntityTooLarge
+		case !json.Valid(body):
+			want = http.StatusBadRequest
+		}
+		if rec.Code != want {
+			t.Fatalf("status %d, want %d, for %q", rec.Code, want, body)
+		}
+		if rec.Code == http.StatusAccepted {
+			var out struct {
+				ID string `json:"delivery_id"`
+			}
+			json.Unmarshal(rec.Body.Bytes(), &out)
+			d, err := s.Delivery("wh_0000000000000000fz01", out.ID)
+			if err != nil || d.Label != factory.LabelAccepted {
+				t.Fatalf("log: %v %+v", err, d)
+			}
+			p, err := s.DeliveryPayload("wh_0000000000000000fz01", out.ID)
+			if err != nil || string(p) != string(body) {
+				t.Fatalf("payload not byte for byte: %q vs %q", p, body)
+			}
+		}
+	})
+}

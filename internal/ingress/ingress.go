@@ -1,0 +1,512 @@
+// Package ingress is the webhook ingress: POST /webhooks/w/<uid>[/<token>].
+// Each request is authenticated, size-limited, rate-limited, parsed as
+// JSON, deduplicated, and logged durably, in the order docs/spec/ingress.md fixes;
+// an accepted delivery is answered 202 only once it is on disk, queued for
+// its automations in the same write.
+package ingress
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"factory"
+	"factory/internal/problem"
+	"factory/internal/secrets"
+	"factory/internal/store"
+)
+
+// Identity sources of a delivery (seed-spec §4.3), as the log records them.
+const (
+	SourceHeader   = "header"
+	SourceProvider = "provider"
+	SourceXService = "x-service-delivery-id"
+	SourceBodyHash = "body-hash"
+)
+
+// Windows of duplicate detection (docs/spec/ingress.md).
+const (
+	identityWindow = factory.DeliveryLogAge // identities are remembered as long as the log
+	bodyWindow     = 24 * time.Hour         // identical bodies of unsigned-ID schemes
+	maxIdentity    = 256                    // bytes of a sender's ID kept in the log
+)
+
+// Config sets the ingress up. Zero limits take the seed's values; a
+// negative PerMinute disables the delivery rate limit (benchmarks).
+type Config struct {
+	Store   *store.Store
+	Keyring *secrets.Keyring
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	MaxBody             int64
+	PerMinute           int
+	FailedAuthPerMinute int
+	// Accepted, when set, is handed each accepted delivery once it is on
+	// disk (to evaluate it now rather than at the next poll).
+	Accepted func(store.QueueItem)
+}
+
+// Handler serves webhook ingress.
+type Handler struct {
+	cfg     Config
+	rate    *limiter
+	failed  *limiter
+	targets atomic.Pointer[targets]
+	mu      sync.Mutex // rebuilding targets
+	// stripes serialise requests with the same identity. A request holds
+	// its stripe until its write is synced, so an unrelated request that
+	// hashes to the same stripe waits a whole sync: with 64 concurrent
+	// requests, 256 stripes made one in five wait; 4096 make one in 65.
+	stripes [4096]sync.Mutex
+
+	seenMu sync.Mutex // loading or rebuilding the filter
+	seen   atomic.Pointer[seenFilter]
+
+	deliveries *prometheus.CounterVec
+	throttled  *prometheus.CounterVec
+}
+
+// New returns the ingress handler.
+func New(cfg Config) *Handler {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = factory.MaxWebhookBodyBytes
+	}
+	if cfg.PerMinute == 0 {
+		cfg.PerMinute = factory.DeliveriesPerMinute
+	}
+	if cfg.FailedAuthPerMinute == 0 {
+		cfg.FailedAuthPerMinute = factory.FailedAuthPerMinute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg,
+		rate:   newLimiter(max(cfg.PerMinute, 0), time.Minute),
+		failed: newLimiter(cfg.FailedAuthPerMinute, time.Minute),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factory_deliveries_total",
+			Help: "Webhook deliveries by webhook UID and log label.",
+		}, []string{"webhook", "label"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factory_deliveries_throttled_total",
+			Help: "Webhook requests answered 429, by webhook UID and budget: rate or failed_auth.",
+		}, []string{"webhook", "budget"}),
+	}
+}
+
+// Collectors are the ingress's Prometheus metrics.
+func (h *Handler) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{h.deliveries, h.throttled}
+}
+
+// target is a webhook as ingress needs it: its record, its secret and
+// scheme, resolved once per change of state.
+type target struct {
+	rec    *factory.Webhook
+	secret []byte
+	scheme Scheme
+}
+
+type targets struct {
+	gen   uint64
+	byUID map[string]*target
+}
+
+// lookup finds an active webhook. The table is rebuilt whenever the state
+// changed (a sync, a suspension, a rotation), so such changes act at once.
+func (h *Handler) lookup(uid string) (*target, error) {
+	gen := h.cfg.Store.StateWrites()
+	if t := h.targets.Load(); t != nil && t.gen == gen {
+		return t.byUID[uid], nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.targets.Load(); t != nil && t.gen == gen {
+		return t.byUID[uid], nil
+	}
+	whs, err := h.cfg.Store.AllWebhooks()
+	if err != nil {
+		return nil, err
+	}
+	t := &targets{gen: gen, byUID: map[string]*target{}}
+	for _, w := range whs {
+		if !w.Active() {
+			continue // disabled, suspended: 404 like an unknown UID
+		}
+		tg := &target{rec: w, scheme: Schemes[w.Spec.SignatureScheme]}
+		if sealed, err := h.cfg.Store.SealedSecret(w.SecretName, w.SecretVersion); err == nil {
+			tg.secret, err = h.cfg.Keyring.Open(w.SecretName, sealed)
+			if err != nil {
+				h.cfg.Log.Error("cannot open a webhook's secret: its requests will be refused", "webhook", w.UID, "err", err)
+			}
+		}
+		t.byUID[w.UID] = tg
+	}
+	h.targets.Store(t)
+	return t.byUID[uid], nil
+}
+
+// ServeHTTP answers one delivery attempt.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.serve(w, r); err != nil {
+		problem.Write(w, r, err, h.cfg.Log)
+	}
+}
+
+type request struct {
+	h      *Handler
+	t      *target
+	r      *http.Request
+	now    time.Time
+	client string
+	size   int64
+}
+
+// reject logs a refused request and returns the error to answer.
+func (q *request) reject(label, reason string, err *problem.Error) error {
+	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
+		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
+	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
+		return rerr
+	}
+	q.h.deliveries.WithLabelValues(q.t.rec.UID, label).Inc()
+	return err
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
+	uid, token := r.PathValue("uid"), r.PathValue("token")
+	now := h.cfg.Now()
+	// 1. Unknown, disabled, suspended or deleted: 404, no log.
+	t, err := h.lookup(uid)
+	if err != nil {
+		return err
+	}
+	if t == nil || token != "" && t.rec.Spec.AuthMode != factory.AuthURLToken {
+		return problem.Errorf(problem.NotFound, "no such webhook")
+	}
+	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
+
+	// 2. The failed-auth budget of this webhook and client.
+	failKey := uid + "|" + q.client
+	if wait, full := h.failed.full(failKey, now); full {
+		h.throttled.WithLabelValues(uid, "failed_auth").Inc()
+		return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
+	}
+	authFailed := func(reason string) error {
+		h.failed.add(failKey, now)
+		return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
+	}
+	tooLarge := func(err error) error {
+		if !errors.Is(err, errTooLarge) {
+			// The sender went away or sent a broken stream: nothing to log.
+			return problem.Errorf(problem.InvalidRequest, "the body could not be read")
+		}
+		return q.reject(factory.LabelRejectedTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody),
+			problem.Errorf(problem.TooLarge, fmt.Sprintf("the body is over the %d-byte limit", h.cfg.MaxBody)))
+	}
+
+	// 3 and 4. Authentication and size. Tokens are decided from the
+	// headers before the body is read; signatures need the body, read
+	// within the limit first.
+	var body []byte
+	if t.scheme == nil || !t.scheme.NeedsBody() {
+		if reason := h.authenticate(t, r, token, now); reason != "" {
+			return authFailed(reason)
+		}
+		if body, err = readBody(r, h.cfg.MaxBody); err != nil {
+			return tooLarge(err)
+		}
+	} else {
+		if body, err = readBody(r, h.cfg.MaxBody); err != nil {
+			return tooLarge(err)
+		}
+		if reason := h.authenticate(t, r, token, now, body...); reason != "" {
+			return authFailed(reason)
+		}
+	}
+	q.size = int64(len(body))
+
+	// 5. The delivery rate of this webhook (accepted and duplicates).
+	release, wait, ok := h.rate.reserve(uid, now)
+	if !ok {
+		h.throttled.WithLabelValues(uid, "rate").Inc()
+		return &problem.Error{Code: problem.Unavailable, Message: fmt.Sprintf("more than %d deliveries in the last minute", h.cfg.PerMinute), RetryAfter: retryAfter(wait)}
+	}
+
+	// 6. JSON: an object, array or scalar; Content-Type is not enforced.
+	if !validJSON(body) {
+		release()
+		return q.reject(factory.LabelRejectedJSON, "the body is not valid JSON", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON"))
+	}
+
+	// 7 and 8. Duplicate or accepted.
+	return h.record(w, q, body)
+}
+
+// authenticate returns why a request fails authentication, or "".
+func (h *Handler) authenticate(t *target, r *http.Request, token string, now time.Time, body ...byte) string {
+	if t.secret == nil {
+		return "the webhook's secret is unavailable"
+	}
+	switch t.rec.Spec.AuthMode {
+	case factory.AuthURLToken:
+		if token == "" {
+			return "the URL has no token segment"
+		}
+		if !sameSecret([]byte(token), t.secret) {
+			return "the URL token does not match"
+		}
+	case factory.AuthSignature:
+		if t.scheme == nil {
+			return "unknown signature scheme"
+		}
+		if err := t.scheme.Verify(r.Header, body, t.secret, now); err != nil {
+			return err.Error()
+		}
+	default:
+		bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || bearer == "" {
+			return "no Authorization: Bearer header"
+		}
+		if !sameSecret([]byte(bearer), t.secret) {
+			return "the bearer token does not match"
+		}
+	}
+	return ""
+}
+
+// record decides between a duplicate and an acceptance, and writes it.
+// Requests with the same identity are serialised (striped locks), so two
+// copies arriving together cannot both be accepted.
+func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
+	t := q.t
+	source, ident := identify(t, q.r.Header, body)
+	keys := []string{store.IdentityKey(source, ident)}
+	windows := []time.Duration{identityWindow}
+	if t.scheme != nil && !t.scheme.SignsReplayWindow() && source != SourceBodyHash {
+		keys = append(keys, store.IdentityKey(SourceBodyHash, bodyHash(body)))
+		windows = append(windows, bodyWindow)
+	}
+	// The identities as the filter and the stripe locks know them.
+	filterKeys := make([]string, len(keys))
+	for i, k := range keys {
+		filterKeys[i] = t.rec.UID + "/" + k
+	}
+	for _, m := range h.lock(filterKeys) {
+		defer m.Unlock()
+	}
+	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
+		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{}}
+	filter, err := h.filter()
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if !filter.mayContain(filterKeys[i]) {
+			continue // certainly new: no store lookup
+		}
+		prev, seen, err := h.cfg.Store.SeenIdentity(t.rec.UID, k, q.now.Add(-windows[i]), q.now)
+		if err != nil {
+			return err
+		}
+		if seen {
+			d.Label, d.DuplicateOf = factory.LabelDuplicate, prev
+			if err := h.cfg.Store.RecordDelivery(d, nil, nil); err != nil {
+				return err
+			}
+			h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
+			accepted(w, d.ID)
+			return nil
+		}
+	}
+	d.Label = factory.LabelAccepted
+	if err := h.cfg.Store.RecordDelivery(d, body, keys); err != nil {
+		return err
+	}
+	full := false
+	for _, k := range filterKeys {
+		full = filter.add(k) || full
+	}
+	if full {
+		go h.rebuildFilter(filter)
+	}
+	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
+	accepted(w, d.ID)
+	if h.cfg.Accepted != nil {
+		h.cfg.Accepted(store.QueueItem{DeliveryID: d.ID, WebhookUID: t.rec.UID})
+	}
+	return nil
+}
+
+// accepted answers 202 {"delivery_id"}; IDs need no JSON escaping.
+func accepted(w http.ResponseWriter, id string) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(http.StatusAccepted)
+	b := make([]byte, 0, 64)
+	b = append(b, `{"delivery_id":"`...)
+	b = append(b, id...)
+	w.Write(append(b, "\"}\n"...))
+}
+
+var jsonContentType = []string{"application/json"}
+
+// filter returns the identity filter, loading it from the store once.
+func (h *Handler) filter() (*seenFilter, error) {
+	if f := h.seen.Load(); f != nil {
+		return f, nil
+	}
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if f := h.seen.Load(); f != nil {
+		return f, nil
+	}
+	f, err := h.loadFilter(1 << 20)
+	if err != nil {
+		return nil, err
+	}
+	h.seen.Store(f)
+	return f, nil
+}
+
+func (h *Handler) loadFilter(capacity int) (*seenFilter, error) {
+	var keys []string
+	if err := h.cfg.Store.IdentityKeys(func(k string) { keys = append(keys, k) }); err != nil {
+		return nil, err
+	}
+	f := newSeenFilter(max(capacity, 4*len(keys)))
+	for _, k := range keys {
+		f.add(k)
+	}
+	return f, nil
+}
+
+// rebuildFilter replaces a filter that outgrew its capacity with a larger
+// one loaded from the store. It holds every stripe while it loads, so no
+// delivery is between its write and its addition to the filter: the new
+// filter misses no key.
+func (h *Handler) rebuildFilter(old *seenFilter) {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if h.seen.Load() != old {
+		return
+	}
+	for i := range h.stripes {
+		h.stripes[i].Lock()
+	}
+	defer func() {
+		for i := range h.stripes {
+			h.stripes[i].Unlock()
+		}
+	}()
+	f, err := h.loadFilter(4 * int(old.limit))
+	if err != nil {
+		h.cfg.Log.Error("rebuilding the delivery identity filter; keeping the old one", "err", err)
+		return
+	}
+	h.seen.Store(f)
+}
+
+// lock takes the stripe locks of identities ("<webhook uid>/<key>"),
+// hashed as the identity filter hashes them.
+func (h *Handler) lock(keys []string) []*sync.Mutex {
+	idx := make([]int, 0, len(keys))
+	for _, k := range keys {
+		a, _ := hashes(k)
+		i := int(a % uint64(len(h.stripes)))
+		dup := false
+		for _, j := range idx {
+			dup = dup || j == i
+		}
+		if !dup {
+			idx = append(idx, i)
+		}
+	}
+	// Always in index order: two requests never wait on each other in a cycle.
+	if len(idx) == 2 && idx[0] > idx[1] {
+		idx[0], idx[1] = idx[1], idx[0]
+	}
+	out := make([]*sync.Mutex, 0, len(idx))
+	for _, i := range idx {
+		h.stripes[i].Lock()
+		out = append(out, &h.stripes[i])
+	}
+	return out
+}
+
+// identify picks a delivery's identity: the first present of the webhook's
+// deliveryIdHeader, the scheme's delivery header, X-Service-Delivery-Id,
+// and the SHA-256 of the body (seed-spec §4.3).
+func identify(t *target, h http.Header, body []byte) (source, value string) {
+	if name := t.rec.Spec.DeliveryIDHeader; name != "" {
+		if v := h.Get(name); v != "" {
+			return SourceHeader, v
+		}
+	}
+	if t.scheme != nil {
+		if v := t.scheme.DeliveryID(h); v != "" {
+			return SourceProvider, v
+		}
+	}
+	if v := h.Get("X-Service-Delivery-Id"); v != "" {
+		return SourceXService, v
+	}
+	return SourceBodyHash, bodyHash(body)
+}
+
+func bodyHash(body []byte) string {
+	s := sha256.Sum256(body)
+	return hex.EncodeToString(s[:])
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads at most limit bytes, refusing a larger body by its
+// Content-Length before reading and by counting while reading: never more
+// than limit+1 bytes are read.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	if r.ContentLength >= 0 {
+		// The usual case: one allocation of the announced size, and one
+		// byte more to see that the body does not run past it.
+		b := make([]byte, r.ContentLength+1)
+		n, err := io.ReadFull(r.Body, b)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return b[:n], nil // net/http ends the body at Content-Length
+		case err != nil:
+			return nil, err
+		}
+		// More than announced: net/http does not allow that, but be sure.
+		return nil, errTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

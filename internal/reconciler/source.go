@@ -1,0 +1,223 @@
+// Package reconciler turns a factory repository into applied state, as a
+// pipeline of named steps: fetch (a Source produces a Snapshot), load (parse
+// and validate every file), plan (compare with the state), apply (one
+// durable batch). `factory reconcile --dry-run` and the server run the same
+// steps and stop at different points.
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"factory"
+	"factory/internal/schema"
+)
+
+// Snapshot is one revision of a factory repository: the files that matter
+// (factory.yaml, webhooks/*, automations/*), by slash-separated path, and
+// the problems the source found while reading them.
+type Snapshot struct {
+	Revision    string
+	Files       map[string][]byte
+	Diagnostics schema.Diagnostics
+}
+
+// Source fetches the current revision of a factory repository.
+type Source interface {
+	// Fetch reads the repository. An error means the source could not be
+	// read at all (missing directory, network); problems with single files
+	// are Snapshot.Diagnostics.
+	Fetch(ctx context.Context) (*Snapshot, error)
+	// String names the source for status output: a path or a URL.
+	String() string
+}
+
+// DirSource reads a factory from a local directory.
+type DirSource struct{ Root string }
+
+func (d DirSource) String() string {
+	if abs, err := filepath.Abs(d.Root); err == nil {
+		return abs
+	}
+	return d.Root
+}
+
+// Fetch reads factory.yaml, webhooks/ and automations/. Everything else in
+// the directory is ignored, as in a git repository with other content. A
+// symlink is followed only while it stays inside the directory.
+func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
+	root, err := filepath.Abs(d.Root)
+	if err != nil {
+		return nil, err
+	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return nil, fmt.Errorf("read factory source %s: %w", d.Root, err)
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("read factory source %s: not a directory", d.Root)
+	}
+	snap := &Snapshot{Files: map[string][]byte{}}
+	r := dirReader{root: root, snap: snap}
+	r.file(factory.SettingsFile, true)
+	for _, dir := range factory.DefinitionDirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.dir(dir.Dir)
+	}
+	snap.Revision = "sha256:" + contentDigest(snap.Files)[:12]
+	return snap, nil
+}
+
+type dirReader struct {
+	root string
+	snap *Snapshot
+}
+
+func (r *dirReader) problem(rel, msg string) {
+	r.snap.Diagnostics = append(r.snap.Diagnostics, schema.Diagnostic{File: rel, Message: msg, Severity: schema.Error})
+}
+
+// inside resolves a path and reports whether it stays within the root.
+func (r *dirReader) inside(rel string) (string, bool) {
+	real, err := filepath.EvalSymlinks(filepath.Join(r.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return "", false
+	}
+	return real, real == r.root || strings.HasPrefix(real, r.root+string(filepath.Separator))
+}
+
+func (r *dirReader) dir(rel string) {
+	fi, err := os.Lstat(filepath.Join(r.root, rel))
+	if os.IsNotExist(err) {
+		return
+	}
+	if err != nil {
+		r.problem(rel, err.Error())
+		return
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		if _, ok := r.inside(rel); !ok {
+			r.problem(rel, "symlink leads outside the repository")
+			return
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(r.root, rel))
+	if err != nil {
+		r.problem(rel, fmt.Sprintf("cannot read directory: %v", err))
+		return
+	}
+	var names []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") { // .gitkeep and editors' swap files
+			names = append(names, rel+"/"+e.Name())
+		}
+	}
+	// A factory can hold a thousand files: read them on every core, each
+	// into its own reader, and merge in name order.
+	workers := min(2*runtime.GOMAXPROCS(0), len(names))
+	parts := make([]dirReader, len(names))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				parts[i] = dirReader{root: r.root, snap: &Snapshot{Files: map[string][]byte{}}}
+				parts[i].file(names[i], false)
+			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, p := range parts {
+		for name, b := range p.snap.Files {
+			r.snap.Files[name] = b
+		}
+		r.snap.Diagnostics = append(r.snap.Diagnostics, p.snap.Diagnostics...)
+	}
+}
+
+// file reads one definition file, refusing what a repository should not
+// hold: links out of it, non-regular files, files over the size limit.
+func (r *dirReader) file(rel string, optional bool) {
+	full := filepath.Join(r.root, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
+	if os.IsNotExist(err) && optional {
+		return
+	}
+	if err != nil {
+		r.problem(rel, err.Error())
+		return
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		real, ok := r.inside(rel)
+		if !ok {
+			r.problem(rel, "symlink leads outside the repository")
+			return
+		}
+		if fi, err = os.Stat(real); err != nil {
+			r.problem(rel, err.Error())
+			return
+		}
+		full = real
+	}
+	if fi.IsDir() {
+		r.problem(rel, "unexpected directory: definitions live directly in webhooks/ and automations/")
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		r.problem(rel, "not a regular file")
+		return
+	}
+	if fi.Size() > factory.MaxDefinitionFileBytes {
+		r.problem(rel, fmt.Sprintf("file is %d bytes; the limit is 1 MiB", fi.Size()))
+		return
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		r.problem(rel, err.Error())
+		return
+	}
+	defer f.Close()
+	// The size was checked, but the file may grow between stat and read.
+	b, err := io.ReadAll(io.LimitReader(f, factory.MaxDefinitionFileBytes+1))
+	if err != nil {
+		r.problem(rel, err.Error())
+		return
+	}
+	if len(b) > factory.MaxDefinitionFileBytes {
+		r.problem(rel, "file is over the 1 MiB limit")
+		return
+	}
+	r.snap.Files[rel] = b
+}
+
+// contentDigest identifies a directory revision by its content, so that
+// an unchanged directory has an unchanged revision.
+func contentDigest(files map[string][]byte) string {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(files[p]))
+		h.Write(files[p])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,196 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"factory"
+
+	"factory/internal/runtime"
+)
+
+var (
+	buildOnce  sync.Once
+	factoryBin string
+	buildErr   error
+)
+
+// demoAgent builds the factory binary once: its demo-agent --acp is the
+// real ACP agent these tests drive.
+func demoAgent(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "factory-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		factoryBin = filepath.Join(dir, "factory")
+		out, err := exec.Command("go", "build", "-o", factoryBin, "../../cmd/factory").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return factoryBin
+}
+
+func acpTurn(t *testing.T, e *runtime.ACPExecutor, mod func(*runtime.Turn), cancelAfter string) (runtime.Result, *run, string) {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "attachments"), 0o755)
+	os.WriteFile(filepath.Join(dir, "attachments", "event-payload.json"), []byte(`{"a":1}`), 0o644)
+	tn := runtime.Turn{RunID: "run_acp", Workspace: dir, Prompt: "Triage the issue.\nMore detail."}
+	if mod != nil {
+		mod(&tn)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &run{}
+	add := func(ev runtime.Event) {
+		r.add(ev)
+		if cancelAfter != "" && strings.Contains(ev.Message, cancelAfter) {
+			cancel()
+		}
+	}
+	if e.Grace == 0 {
+		e.Grace = time.Second
+	}
+	res := e.Run(ctx, tn, add)
+	return res, r, dir
+}
+
+func TestACPWithTheDemoAgent(t *testing.T) {
+	bin := demoAgent(t)
+	e := &runtime.ACPExecutor{Command: []string{bin, "demo-agent", "--acp", "--delay", "10ms"}}
+	res, r, dir := acpTurn(t, e, nil, "")
+	if res.State != factory.StateSucceeded {
+		t.Fatalf("%+v", res)
+	}
+	events := strings.Join(r.list(), "\n")
+	for _, want := range []string{"[demo agent] this is the bundled demo agent: it does no AI", "read a prompt of 30 bytes", "found 1 attachment(s)", "wrote SUMMARY.md"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no %q in\n%s", want, events)
+		}
+	}
+	summary, err := os.ReadFile(filepath.Join(dir, "SUMMARY.md"))
+	if err != nil || !strings.Contains(string(summary), "event-payload.json (7 bytes)") || !strings.Contains(string(summary), "Triage the issue.") {
+		t.Fatalf("SUMMARY.md: %v\n%s", err, summary)
+	}
+
+	// A follow-up turn carries the history.
+	_, _, dir = acpTurn(t, e, func(tn *runtime.Turn) { tn.FollowUp = "also label it" }, "")
+	if summary, _ := os.ReadFile(filepath.Join(dir, "SUMMARY.md")); !strings.Contains(string(summary), "## Follow-up\n\nalso label it") {
+		t.Fatalf("follow-up: %s", summary)
+	}
+
+	// The environment's policy denies the write.
+	deny := &runtime.ACPExecutor{Command: e.Command, Permissions: "deny"}
+	res, r, dir = acpTurn(t, deny, nil, "")
+	if _, err := os.Stat(filepath.Join(dir, "SUMMARY.md")); res.State != factory.StateSucceeded || err == nil ||
+		!strings.Contains(strings.Join(r.list(), "\n"), "not allowed to write SUMMARY.md") {
+		t.Fatalf("denied: %+v %v", res, err)
+	}
+}
+
+func TestACPCancelMidTurn(t *testing.T) {
+	bin := demoAgent(t)
+	e := &runtime.ACPExecutor{Command: []string{"sh", "-c", "echo $$ > pid; exec " + bin + " demo-agent --acp --delay 2s"}}
+	start := time.Now()
+	res, r, dir := acpTurn(t, e, nil, "it does no AI")
+	if res.State != factory.StateCancelled || time.Since(start) > 5*time.Second {
+		t.Fatalf("%+v after %v, events %q", res, time.Since(start), r.list())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "SUMMARY.md")); err == nil {
+		t.Fatal("a cancelled turn wrote SUMMARY.md")
+	}
+	noneLeft(t, dir)
+}
+
+func TestACPMisbehavingAgents(t *testing.T) {
+	bin := demoAgent(t)
+	cases := []struct {
+		name, script string
+		mod          func(*runtime.Turn)
+		state        factory.RunState
+		msg          string
+	}{
+		{"never answers initialize", `echo $$ > pid; sleep 30`, nil, factory.StateError, "did not answer initialize"},
+		{"crashes", `echo $$ > pid; echo "panic: oops" >&2; exit 3`, nil, factory.StateError, "the agent exited"},
+		{"writes garbage", `echo $$ > pid; while :; do echo 'not json at all'; sleep 0.01; done`, nil, factory.StateError, "did not answer initialize"},
+		{"goes quiet", `echo $$ > pid; exec ` + bin + ` demo-agent --acp --delay 5s`, func(tn *runtime.Turn) { tn.IdleTimeout = 500 * time.Millisecond }, factory.StateFailed, "idle timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := &runtime.ACPExecutor{Command: []string{"sh", "-c", c.script}, InitTimeout: 500 * time.Millisecond}
+			start := time.Now()
+			res, _, dir := acpTurn(t, e, c.mod, "")
+			if res.State != c.state || !strings.Contains(res.Message, c.msg) || time.Since(start) > 8*time.Second {
+				t.Fatalf("%+v after %v", res, time.Since(start))
+			}
+			noneLeft(t, dir)
+		})
+	}
+}
+
+// TestACPRunsThroughTheManager: a run on an ACP environment, follow-ups
+// sent during its turn and after it (kept in order), and the agent's
+// stderr kept for diagnosis.
+func TestACPRunsThroughTheManager(t *testing.T) {
+	bin := demoAgent(t)
+	dir := t.TempDir()
+	s := newStoreOnly(t, dir)
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", Log: quietLog(),
+		Environments: map[string]runtime.Environment{"acp": {Executor: &runtime.ACPExecutor{
+			Command: []string{"sh", "-c", "echo agent starting >&2; exec " + bin + " demo-agent --acp --delay 100ms"}}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.Wait() }()
+	m.Start(ctx)
+	r, err := m.Create(runtime.CreateRequest{Prompt: "Triage."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, _ := s.Run(r.ID); got.State == factory.StateInProgress || time.Now().After(deadline) {
+			break
+		}
+	}
+	m.FollowUp(r.ID, "one")
+	m.FollowUp(r.ID, "two")
+	var got *storeRun
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, _ = s.Run(r.ID)
+		if got.Turns == 3 && got.State == factory.StateSucceeded || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got.Turns != 3 || got.State != factory.StateSucceeded {
+		t.Fatalf("%+v", got)
+	}
+	summary, _ := os.ReadFile(filepath.Join(m.Workspace(r.ID), "SUMMARY.md"))
+	if !strings.Contains(string(summary), "## Follow-up\n\ntwo") {
+		t.Fatalf("the last turn was not the last follow-up:\n%s", summary)
+	}
+	events, _ := s.RunEvents(r.ID)
+	var started []string
+	for _, e := range events {
+		if e.Kind == "started" {
+			started = append(started, e.Message)
+		}
+	}
+	if strings.Join(started, ",") != ",one,two" {
+		t.Fatalf("turns in order: %q", started)
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(m.Workspace(r.ID)), "agent-stderr.log")); err != nil || !strings.Contains(string(b), "agent starting") {
+		t.Fatalf("stderr kept: %v %q", err, b)
+	}
+}

@@ -1,0 +1,551 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"factory"
+
+	"factory/internal/store"
+)
+
+// Environment is where runs execute: an executor and its limits
+// (docs/spec/runtime.md).
+type Environment struct {
+	Executor Executor
+	Timeout  time.Duration
+	Env      []string // KEY=VALUE added to the agent's environment
+}
+
+// Config sets a Manager up.
+type Config struct {
+	Store              *store.Store
+	DataDir            string // runs live in DataDir/runs/<run id>/workspace
+	Environments       map[string]Environment
+	DefaultEnvironment string
+	MaxConcurrent      int // default 4
+	// DefaultIdleTimeout applies when a run's config sets none (10 min).
+	DefaultIdleTimeout time.Duration
+	Log                *slog.Logger
+	// Finished, when set, is told the state each turn ends in (metrics).
+	Finished func(state factory.RunState)
+}
+
+// Errors of the manager, for the API to map to statuses.
+var (
+	ErrUnknownEnvironment = errors.New("unknown environment")
+	ErrNotFound           = errors.New("no such run")
+	ErrTerminal           = errors.New("the run has ended")
+)
+
+// Manager runs runs: a queue in creation order, at most MaxConcurrent at
+// once, each in its own workspace, every transition durable.
+type Manager struct {
+	cfg Config
+
+	// mu covers the queue and the active runs, nothing else: run records
+	// are changed through Store.UpdateRun, and no disk write waits under mu.
+	mu      sync.Mutex
+	queue   []string
+	active  map[string]*activeRun
+	wake    chan struct{}
+	stopped atomic.Bool // the manager is stopping: finished runs are not queued again
+	wg      sync.WaitGroup
+}
+
+type activeRun struct {
+	cancel   context.CancelCauseFunc
+	canceled bool
+}
+
+// errShutdown is the cause of a turn stopped because the server stopped.
+var errShutdown = errors.New("the server stopped while the run was in progress")
+
+// NewManager returns a manager; Start runs it.
+func NewManager(cfg Config) *Manager {
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 4
+	}
+	if cfg.DefaultIdleTimeout == 0 {
+		cfg.DefaultIdleTimeout = 10 * time.Minute
+	}
+	return &Manager{cfg: cfg, active: map[string]*activeRun{}, wake: make(chan struct{}, 1)}
+}
+
+// CreateRequest is a run to create.
+type CreateRequest struct {
+	// ID, when set, makes Create idempotent: a run with this ID that
+	// exists already is returned as it is (automation runs derive their
+	// ID from the delivery and the automation).
+	ID string
+	// ErrorOnUnknownEnvironment records a run whose environment does not
+	// exist as ERROR, naming it, instead of refusing it (automation runs:
+	// there is no caller to refuse).
+	ErrorOnUnknownEnvironment            bool
+	Prompt, Title, Environment, Source   string
+	Config                               json.RawMessage
+	Metadata                             map[string]string
+	Creator                              *factory.Creator
+	FactoryUID, AutomationID, DeliveryID string
+	Attachments                          []AttachmentData
+	IdleTimeout                          time.Duration
+}
+
+// AttachmentData is an attachment's name, type and content.
+type AttachmentData struct {
+	Name, MimeType string
+	Data           []byte
+}
+
+// Start recovers runs left by the previous process, then executes queued
+// runs until ctx ends; then it stops the runs in progress (they end ERROR,
+// retryable) and returns when they have.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.recover(); err != nil {
+		return err
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.dispatch(ctx)
+	}()
+	return nil
+}
+
+// Wait returns once the manager has stopped.
+func (m *Manager) Wait() { m.wg.Wait() }
+
+// recover: a run in progress when the server died has no process any more:
+// it ends ERROR, retryable (a follow-up continues it). Queued runs are
+// queued again, in creation order.
+func (m *Manager) recover() error {
+	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateInProgress)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.State == factory.StateInProgress {
+			if err := m.finish(r.ID, Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
+				return err
+			}
+			continue
+		}
+		m.queue = append(m.queue, r.ID)
+	}
+	return nil
+}
+
+// Workspace is a run's working directory.
+func (m *Manager) Workspace(id string) string {
+	return filepath.Join(m.cfg.DataDir, "runs", id, "workspace")
+}
+
+// Create stores a new run, QUEUED, with its attachments, in one synced
+// batch, and queues it. Its workspace is laid out when it starts.
+func (m *Manager) Create(req CreateRequest) (*factory.Run, error) {
+	runs, err := m.CreateMany([]CreateRequest{req}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return runs[0], nil
+}
+
+// CreateMany creates several runs in one synced batch, with extra writes
+// of the caller's (an evaluated delivery's record and its removal from the
+// queue): all of them are durable together, or none is.
+func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]*factory.Run, error) {
+	b := m.cfg.Store.NewLogBatch()
+	runs := make([]*factory.Run, 0, len(reqs))
+	var queue []string
+	for _, req := range reqs {
+		r, fresh, err := m.prepare(b, req)
+		if err != nil {
+			b.Abort()
+			return nil, err
+		}
+		runs = append(runs, r)
+		if fresh && r.State == factory.StateQueued {
+			queue = append(queue, r.ID)
+		}
+	}
+	if extra != nil {
+		extra(b)
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	for _, id := range queue {
+		m.enqueue(id)
+	}
+	return runs, nil
+}
+
+// prepare adds a new run's writes to a batch; an existing run with the
+// request's ID is returned as it is (fresh is false).
+func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fresh bool, err error) {
+	if req.ID != "" {
+		if r, err := m.cfg.Store.Run(req.ID); err == nil {
+			return r, false, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	env := req.Environment
+	if env == "" {
+		env = m.cfg.DefaultEnvironment
+	}
+	_, known := m.cfg.Environments[env]
+	if !known && !req.ErrorOnUnknownEnvironment {
+		return nil, false, fmt.Errorf("%w %q", ErrUnknownEnvironment, env)
+	}
+	now := time.Now().UTC()
+	id := req.ID
+	if id == "" {
+		id = factory.NewUID(factory.PrefixRun)
+	}
+	r = &factory.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: factory.StateQueued, CreatedAt: now, UpdatedAt: now,
+		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
+		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator}
+	if r.Title == "" {
+		r.Title = titleOf(req.Prompt)
+	}
+	for _, a := range req.Attachments {
+		name := filepath.Base(a.Name)
+		if name == "." || name == "/" || name == ".." || name != a.Name {
+			return nil, false, fmt.Errorf("attachment name %q is not a file name", a.Name)
+		}
+		b.PutRunAttachment(r.ID, name, a.Data)
+		r.Attachments = append(r.Attachments, factory.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
+	}
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "created", State: factory.StateQueued})
+	if !known {
+		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
+		r.State, r.StatusMessage = factory.StateError, &factory.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: factory.StateError, Message: msg})
+	}
+	b.PutRun(r, nil)
+	return r, true, nil
+}
+
+// layOut writes a run's workspace on its first turn: PROMPT.md, and the
+// attachments beside it (agents read event-payload.json there) and in
+// attachments/, byte for byte as they were given.
+func (m *Manager) layOut(r *factory.Run) error {
+	ws := m.Workspace(r.ID)
+	if _, err := os.Stat(filepath.Join(ws, "PROMPT.md")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
+		return err
+	}
+	for _, a := range r.Attachments {
+		data, err := m.cfg.Store.RunAttachment(r.ID, a.Name)
+		if err != nil {
+			return fmt.Errorf("attachment %s: %w", a.Name, err)
+		}
+		for _, p := range []string{filepath.Join(ws, a.Name), filepath.Join(ws, "attachments", a.Name)} {
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	// PROMPT.md last: its presence means the workspace is complete.
+	return os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(r.Prompt), 0o600)
+}
+
+func titleOf(prompt string) string {
+	line := strings.TrimSpace(prompt)
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = strings.TrimLeft(line, "# ")
+	if len(line) > 80 {
+		line = line[:77] + "..."
+	}
+	if line == "" {
+		return "Untitled run"
+	}
+	return line
+}
+
+func (m *Manager) enqueue(id string) {
+	m.mu.Lock()
+	m.queue = append(m.queue, id)
+	m.mu.Unlock()
+	m.wakeUp()
+}
+
+// wakeUp tells dispatch to look at the queue and the free slots again.
+func (m *Manager) wakeUp() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch starts queued runs, oldest first, while slots are free.
+func (m *Manager) dispatch(ctx context.Context) {
+	var turns sync.WaitGroup
+	defer turns.Wait()
+	for {
+		m.mu.Lock()
+		for len(m.queue) > 0 && len(m.active) < m.cfg.MaxConcurrent && ctx.Err() == nil {
+			id := m.queue[0]
+			m.queue = m.queue[1:]
+			// Not derived from ctx: on shutdown the cause must be errShutdown.
+			turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+			m.active[id] = &activeRun{cancel: cancel}
+			turns.Add(1)
+			go func() {
+				defer turns.Done()
+				m.execute(turnCtx, id)
+				cancel(nil)
+				m.mu.Lock()
+				delete(m.active, id)
+				m.mu.Unlock()
+				m.wakeUp()
+			}()
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			m.stopped.Store(true)
+			m.mu.Lock()
+			for _, a := range m.active {
+				a.cancel(errShutdown)
+			}
+			m.mu.Unlock()
+			return
+		case <-m.wake:
+		}
+	}
+}
+
+// execute runs one turn of a run and records how it ended.
+func (m *Manager) execute(ctx context.Context, id string) {
+	r, turn, err := m.start(id)
+	if err != nil {
+		m.cfg.Log.Error("starting a run", "run", id, "err", err)
+		return
+	}
+	if r == nil {
+		return // cancelled while queued
+	}
+	if err := m.layOut(r); err != nil {
+		if err := m.finish(id, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true); err != nil {
+			m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
+		}
+		return
+	}
+	env := m.cfg.Environments[r.Environment]
+	turn.Timeout, turn.Env = env.Timeout, env.Env
+	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
+	if res.Stderr != "" {
+		// The end of the agent's stderr (bounded by the executor), beside
+		// the workspace, for diagnosis: the last turn's wins.
+		_ = os.WriteFile(filepath.Join(filepath.Dir(m.Workspace(id)), "agent-stderr.log"), []byte(res.Stderr), 0o600)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) {
+		res = Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
+	}
+	if err := m.finish(id, res, res.State == factory.StateError); err != nil {
+		m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
+	}
+}
+
+// start moves a queued run to INPROGRESS for its next turn, taking the
+// oldest pending follow-up as the turn's message. A run that is no longer
+// queued (cancelled meanwhile) gives a nil run.
+func (m *Manager) start(id string) (*factory.Run, Turn, error) {
+	var turn Turn
+	started := false
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		if r.State != factory.StateQueued {
+			return store.ErrNoChange
+		}
+		follow, err := m.cfg.Store.FollowUps(id)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		r.State, r.UpdatedAt = factory.StateInProgress, now
+		r.Turns++
+		if r.StartedAt == nil {
+			r.StartedAt = &now
+		}
+		ws := m.Workspace(r.ID)
+		turn = Turn{RunID: r.ID, Workspace: ws, Prompt: r.Prompt, PromptFile: filepath.Join(ws, "PROMPT.md"),
+			AttachmentsDir: filepath.Join(ws, "attachments"), IdleTimeout: m.idleTimeout(r)}
+		if r.Turns > 1 && len(follow) > 0 {
+			// A continued run: the oldest pending follow-up is this turn's.
+			turn.FollowUp = follow[0].Message
+			b.DropFollowUp(follow[0].Key)
+		}
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp})
+		started = true
+		return nil
+	})
+	if err != nil || !started {
+		return nil, turn, err
+	}
+	return r, turn, nil
+}
+
+func (m *Manager) idleTimeout(r *factory.Run) time.Duration {
+	var cfg struct {
+		Idle int `json:"idle_timeout_minutes"`
+	}
+	if json.Unmarshal(r.Config, &cfg) == nil && cfg.Idle > 0 {
+		return time.Duration(cfg.Idle) * time.Minute
+	}
+	return m.cfg.DefaultIdleTimeout
+}
+
+// report records a status message of a run in progress. Messages are
+// written without waiting for the disk: a crash loses the last few, never
+// a state.
+func (m *Manager) report(id string, e Event) {
+	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
+		r.StatusMessage = &factory.StatusMessage{Message: e.Message}
+		r.UpdatedAt = e.Time
+		b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
+		return nil
+	})
+	if err != nil {
+		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
+	}
+}
+
+// finish records a turn's end. A run with pending follow-ups goes back to
+// the queue for its next turn.
+func (m *Manager) finish(id string, res Result, retryable bool) error {
+	requeue := false
+	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) (err error) {
+		requeue, err = m.ended(r, b, res, retryable)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if m.cfg.Finished != nil {
+		m.cfg.Finished(res.State)
+	}
+	if requeue {
+		m.enqueue(id)
+	}
+	return nil
+}
+
+// ended changes a run, within an UpdateRun, to the end of its turn, and
+// says whether pending follow-ups queue it again.
+func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bool) (requeue bool, err error) {
+	now := time.Now().UTC()
+	r.State, r.UpdatedAt = res.State, now
+	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
+	if res.State == factory.StateError {
+		r.StatusMessage.ErrorCode = "platform_error"
+	}
+	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
+	pending, err := m.cfg.Store.FollowUps(r.ID)
+	if err != nil {
+		return false, err
+	}
+	requeue = len(pending) > 0 && res.State != factory.StateCancelled && !m.stopped.Load()
+	if requeue {
+		r.State = factory.StateQueued
+	}
+	return requeue, nil
+}
+
+// Cancel stops a queued or running run: it ends CANCELLED, and no process
+// of it is left. A run that has ended answers ErrTerminal.
+func (m *Manager) Cancel(id string) (*factory.Run, error) {
+	m.mu.Lock()
+	a, active := m.active[id]
+	queued := slices.Index(m.queue, id)
+	if queued >= 0 {
+		m.queue = slices.Delete(m.queue, queued, queued+1)
+	}
+	m.mu.Unlock()
+	var turn *activeRun
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		if r.State.Terminal() {
+			return fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
+		}
+		if active && r.State == factory.StateInProgress {
+			turn = a // the turn ends CANCELLED and records it
+			return store.ErrNoChange
+		}
+		_, err := m.ended(r, b, Result{State: factory.StateCancelled, Message: "cancelled"}, false)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if turn != nil {
+		turn.cancel(context.Canceled)
+	} else if m.cfg.Finished != nil {
+		m.cfg.Finished(factory.StateCancelled)
+	}
+	return r, nil
+}
+
+// FollowUp sends a message to a run. During a turn (or while queued) it
+// waits for the next turn; a run that has ended is continued: it goes back
+// to QUEUED with the message as its next turn. Several keep their order.
+func (m *Manager) FollowUp(id, message string) (*factory.Run, error) {
+	requeue := false
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		now := time.Now().UTC()
+		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
+		requeue = r.State.Terminal()
+		if requeue {
+			r.State = factory.StateQueued
+		}
+		r.UpdatedAt = now
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if requeue {
+		m.enqueue(id)
+	}
+	return r, nil
+}
+
+// DefaultEnvironment names the environment of runs that name none.
+func (m *Manager) DefaultEnvironment() string { return m.cfg.DefaultEnvironment }
+
+// HasEnvironment reports whether an environment exists.
+func (m *Manager) HasEnvironment(name string) bool {
+	_, ok := m.cfg.Environments[name]
+	return ok
+}
+
+// Counts returns how many runs wait in the queue and how many run now.
+func (m *Manager) Counts() (queued, running int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.queue), len(m.active)
+}
+
+// OnFinished sets the hook told the state each turn ends in.
+func (m *Manager) OnFinished(f func(state factory.RunState)) { m.cfg.Finished = f }

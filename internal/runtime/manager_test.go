@@ -1,0 +1,242 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"factory"
+
+	"factory/internal/runtime"
+	"factory/internal/store"
+)
+
+type fixture struct {
+	t     *testing.T
+	m     *runtime.Manager
+	s     *store.Store
+	dir   string
+	stop  context.CancelFunc
+	close func()
+}
+
+// newManager runs a manager over a real store with one exec environment
+// running script (sh -c).
+func newManager(t *testing.T, dir string, max int, script string) *fixture {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: filepath.Join(dir, "data"), MaxConcurrent: max,
+		Environments:       map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}}},
+		DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, m: m, s: s, dir: dir, stop: cancel}
+	f.close = func() { cancel(); m.Wait(); s.Close() }
+	t.Cleanup(func() {
+		if f.close != nil {
+			f.close()
+		}
+	})
+	return f
+}
+
+func (f *fixture) wait(id string, state factory.RunState) *factory.Run {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := f.s.Run(id)
+		if err == nil && r.State == state {
+			return r
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("run %s did not reach %s: %+v %v", id, state, r, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (f *fixture) create(prompt string) *factory.Run {
+	f.t.Helper()
+	r, err := f.m.Create(runtime.CreateRequest{Prompt: prompt, Source: "API",
+		Attachments: []runtime.AttachmentData{{Name: "event-payload.json", Data: []byte(`{"a":1}`)}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunLifecycle(t *testing.T) {
+	f := newManager(t, t.TempDir(), 4, `cat PROMPT.md; echo; cat event-payload.json; echo; echo "attachments in $FACTORY_ATTACHMENTS_DIR"`)
+	r := f.create("# Fix the build\nThe nightly failed.")
+	if r.State != factory.StateQueued || r.Title != "Fix the build" || len(r.Attachments) != 1 {
+		t.Fatalf("created %+v", r)
+	}
+	r = f.wait(r.ID, factory.StateSucceeded)
+	if r.StartedAt == nil || !r.UpdatedAt.After(r.CreatedAt) || r.Turns != 1 {
+		t.Fatalf("finished %+v", r)
+	}
+	events, _ := f.s.RunEvents(r.ID)
+	var kinds, messages []string
+	for _, e := range events {
+		kinds = append(kinds, e.Kind)
+		if e.Kind == "message" {
+			messages = append(messages, e.Message)
+		}
+	}
+	if strings.Join(kinds, ",") != "created,started,message,message,message,message,finished" ||
+		messages[0] != "# Fix the build" || messages[2] != `{"a":1}` || !strings.HasSuffix(messages[3], "/workspace/attachments") {
+		t.Fatalf("timeline %v %q", kinds, messages)
+	}
+	if _, err := f.m.Create(runtime.CreateRequest{Prompt: "x", Environment: "nope"}); !errors.Is(err, runtime.ErrUnknownEnvironment) {
+		t.Fatalf("unknown environment: %v", err)
+	}
+}
+
+func TestRunsWaitInCreationOrder(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "order")
+	f := newManager(t, dir, 1, `if [ -e `+log+`.busy ]; then echo overlap >> `+log+`; fi; touch `+log+`.busy; echo $FACTORY_RUN_ID >> `+log+`; sleep 0.1; rm `+log+`.busy`)
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, f.create("run").ID)
+	}
+	f.wait(ids[3], factory.StateSucceeded)
+	got, _ := os.ReadFile(log)
+	if strings.TrimSpace(string(got)) != strings.Join(ids, "\n") {
+		t.Fatalf("order or overlap:\n%s\nwant\n%s", got, strings.Join(ids, "\n"))
+	}
+}
+
+func TestCancel(t *testing.T) {
+	dir := t.TempDir()
+	f := newManager(t, dir, 1, `echo $$ > pid-$FACTORY_RUN_ID; echo working; sleep 30`)
+	running, queued := f.create("a"), f.create("b")
+	f.wait(running.ID, factory.StateInProgress)
+
+	// A queued run is cancelled without ever starting.
+	if _, err := f.m.Cancel(queued.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(queued.ID, factory.StateCancelled)
+	if _, err := os.Stat(filepath.Join(f.m.Workspace(queued.ID), "pid-"+queued.ID)); err == nil {
+		t.Fatal("a cancelled queued run started")
+	}
+	// A running one is stopped, with its processes.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(f.m.Workspace(running.ID), "pid-"+running.ID)); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if _, err := f.m.Cancel(running.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := f.wait(running.ID, factory.StateCancelled)
+	b, _ := os.ReadFile(filepath.Join(f.m.Workspace(running.ID), "pid-"+running.ID))
+	os.WriteFile(filepath.Join(dir, "pid"), b, 0o644)
+	noneLeft(t, dir)
+	// A finished run cannot be cancelled.
+	if _, err := f.m.Cancel(r.ID); !errors.Is(err, runtime.ErrTerminal) {
+		t.Fatalf("cancel of a cancelled run: %v", err)
+	}
+	if _, err := f.m.Cancel("run_nope"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("cancel of an unknown run: %v", err)
+	}
+}
+
+func TestFollowUps(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	f := newManager(t, dir, 4, `echo "turn: [$FACTORY_FOLLOWUP]" >> turns; while [ ! -e `+gate+` ]; do sleep 0.02; done; echo done`)
+	os.WriteFile(gate, nil, 0o644)
+	r := f.create("start")
+	f.wait(r.ID, factory.StateSucceeded)
+
+	// After the end: the run is continued, with the message.
+	if _, err := f.m.FollowUp(r.ID, "also run the tests"); err != nil {
+		t.Fatal(err)
+	}
+	r = f.wait(r.ID, factory.StateSucceeded)
+	if r.Turns != 2 {
+		t.Fatalf("turns %d", r.Turns)
+	}
+
+	// During a turn: queued, and several keep their order.
+	os.Remove(gate)
+	if _, err := f.m.FollowUp(r.ID, "first"); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(r.ID, factory.StateInProgress)
+	f.m.FollowUp(r.ID, "second")
+	f.m.FollowUp(r.ID, "third")
+	os.WriteFile(gate, nil, 0o644)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, _ := f.s.Run(r.ID)
+		if got.Turns == 5 && got.State == factory.StateSucceeded || time.Now().After(deadline) {
+			break
+		}
+	}
+	turns, _ := os.ReadFile(filepath.Join(f.m.Workspace(r.ID), "turns"))
+	want := "turn: []\nturn: [also run the tests]\nturn: [first]\nturn: [second]\nturn: [third]\n"
+	if string(turns) != want {
+		t.Fatalf("turns:\n%s\nwant\n%s", turns, want)
+	}
+}
+
+func TestRestartRecovery(t *testing.T) {
+	dir := t.TempDir()
+	f := newManager(t, dir, 1, `echo $$ > pid; sleep 30`)
+	busy, waiting := f.create("busy"), f.create("waiting")
+	f.wait(busy.ID, factory.StateInProgress)
+	// Stop as a crash would leave it: the store says INPROGRESS and QUEUED.
+	// (A graceful stop ends in-progress runs ERROR itself; write the crash
+	// state back to test recovery.)
+	f.close()
+	f.close = nil
+	s, _ := store.Open(filepath.Join(dir, "data"))
+	r, _ := s.Run(busy.ID)
+	if r.State != factory.StateError || !r.StatusMessage.Retryable {
+		t.Fatalf("after a graceful stop: %+v %+v", r, r.StatusMessage)
+	}
+	prev := *r
+	r.State = factory.StateInProgress
+	b := s.NewBatch()
+	b.PutRun(r, &prev)
+	b.Commit()
+	s.Close()
+	noneLeft(t, dir)
+
+	g := newManager(t, dir, 1, `echo restarted`)
+	r = g.wait(busy.ID, factory.StateError)
+	if !r.StatusMessage.Retryable || !strings.Contains(r.StatusMessage.Message, "send a follow-up") {
+		t.Fatalf("in progress at the crash: %+v", r.StatusMessage)
+	}
+	g.wait(waiting.ID, factory.StateSucceeded)
+	// A follow-up continues the run that was cut short.
+	g.m.FollowUp(busy.ID, "go on")
+	g.wait(busy.ID, factory.StateSucceeded)
+}
+
+type storeRun = factory.Run
+
+func newStoreOnly(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

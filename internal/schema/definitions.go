@@ -1,0 +1,136 @@
+package schema
+
+import (
+	"encoding/json"
+	"strings"
+
+	"factory"
+)
+
+// Webhook is the definition of webhooks/<key>.yaml with defaults applied,
+// and where it was read from.
+type Webhook struct {
+	factory.WebhookSpec
+	Key string    `json:"-"` // the file's <name>: the webhook's identity
+	Doc *Document `json:"-"`
+}
+
+// Automation is the definition of automations/<key>.md with defaults
+// applied, and where it was read from.
+type Automation struct {
+	factory.AutomationSpec
+	Key string    `json:"-"`
+	Doc *Document `json:"-"`
+}
+
+// Trigger, TriggerFilter and FactoryFile are the domain's: the definition
+// files say them as the store keeps them.
+type (
+	Trigger       = factory.Trigger
+	TriggerFilter = factory.TriggerFilter
+	FactoryFile   = factory.Settings
+)
+
+// ParseWebhook decodes and validates webhooks/<key>.yaml.
+func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
+	v, doc, ds := parse(file, data, 0, KindWebhook)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	w := webhookFrom(v.(map[string]any))
+	w.Key, w.Doc = key, doc
+	if w.Name == "" {
+		w.Name = key
+	}
+	if w.AuthMode == "" {
+		w.AuthMode = factory.AuthToken
+	}
+	return &w, nil
+}
+
+// ParseAutomation decodes and validates automations/<key>.md: YAML front
+// matter between "---" lines, then the prompt.
+func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
+	front, frontLine, body, bodyLine, err := SplitFrontMatter(data)
+	if err != nil {
+		return nil, Diagnostics{{File: file, Line: 1, Column: 1, Message: err.Error(), Severity: Error}}
+	}
+	v, doc, ds := parse(file, front, frontLine-1, KindAutomation)
+	if m, ok := v.(map[string]any); ok {
+		if triggers, ok := m["triggers"].([]any); ok {
+			for i, t := range triggers {
+				if p := lookup(t, "/filter/payload"); p != nil {
+					ds = append(ds, checkFilterLimits(doc, "/triggers/"+itoa(i)+"/filter/payload", p)...)
+				}
+			}
+		}
+	}
+	if strings.TrimSpace(string(body)) == "" {
+		ds = append(ds, Diagnostic{File: file, Line: bodyLine, Column: 1,
+			Message: "the prompt is empty: write it after the closing \"---\" line", Severity: Error})
+	}
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	a := automationFrom(v.(map[string]any))
+	a.Key, a.Doc = key, doc
+	a.Prompt = strings.TrimLeft(string(body), "\r\n")
+	if a.Title == "" {
+		a.Title = key
+	}
+	return &a, nil
+}
+
+// ParseFactoryFile decodes and validates factory.yaml.
+func ParseFactoryFile(file string, data []byte) (*FactoryFile, Diagnostics) {
+	v, _, ds := parse(file, data, 0, KindFactory)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	m := v.(map[string]any)
+	return &FactoryFile{Description: str(m, "description"), WebhookBaseURL: strings.TrimRight(str(m, "webhookBaseUrl"), "/")}, nil
+}
+
+// ValidateDocument decodes YAML and validates it against an embedded schema,
+// returning the JSON text. The server config file goes through here.
+func ValidateDocument(file string, data []byte, k Kind) ([]byte, Diagnostics) {
+	v, doc, ds := parse(file, data, 0, k)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
+	}
+	return b, nil
+}
+
+// checkFilterLimits enforces the limits of docs/spec/filters.md that a schema cannot
+// express: nesting depth and the number of keys in all.
+func checkFilterLimits(doc *Document, at string, v any) Diagnostics {
+	keys := 0
+	var ds Diagnostics
+	var walk func(p string, v any, depth int)
+	walk = func(p string, v any, depth int) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		if depth > maxFilterDepth {
+			ds = append(ds, doc.Diag(Error, p, "payload filter nested too deeply: at most 8 levels"))
+			return
+		}
+		for k, c := range m {
+			if k == "in" || k == "not_in" || k == "exists" {
+				continue
+			}
+			keys++
+			walk(p+"/"+escape(k), c, depth+1)
+		}
+	}
+	walk(at, v, 1)
+	if keys > maxFilterKeys {
+		ds = append(ds, doc.Diag(Error, at, "payload filter too large: at most 128 keys in all"))
+	}
+	return ds
+}

@@ -1,0 +1,527 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"factory"
+
+	"factory/internal/cursor"
+	"factory/internal/runtime"
+	"factory/internal/schema"
+	"factory/internal/store"
+)
+
+// The Agents API (docs/spec/agents-api.md): wire-compatible with the public Oz
+// Agent API, so that its official SDKs work against this server.
+
+const (
+	maxRunBody        = 32 << 20
+	maxAttachments    = 5
+	maxAttachmentSize = 10 << 20
+	maxMetadataKeys   = 20
+	idempotencyWindow = 24 * time.Hour
+)
+
+func (s *Server) agentRoutes(mux *http.ServeMux) {
+	runs := func(h handler) http.Handler { return s.auth(factory.ScopeRuns, s.needRuns(h)) }
+	mux.Handle("POST /v1/agent/run", runs(s.createRun))
+	mux.Handle("POST /v1/agent/runs", runs(s.createRun))
+	mux.Handle("GET /v1/agent/runs", runs(s.listRuns))
+	mux.Handle("GET /v1/agent/runs/{runId}", runs(s.getRun))
+	mux.Handle("GET /v1/agent/runs/{runId}/timeline", runs(s.runTimeline))
+	mux.Handle("GET /v1/agent/runs/{runId}/attachments/{name}", runs(s.runAttachment))
+	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
+	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))
+	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
+}
+
+func (s *Server) needRuns(h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.cfg.Runs == nil {
+			return errorf(CodeInvalidRequest, "this server does not execute runs")
+		}
+		return h(w, r)
+	}
+}
+
+// runRequest is RunAgentRequest. Unknown fields are ignored: SDKs are
+// newer than servers.
+type runRequest struct {
+	Prompt           string              `json:"prompt"`
+	Title            string              `json:"title"`
+	Config           map[string]any      `json:"config"`
+	Skill            string              `json:"skill"`
+	AgentIdentityUID string              `json:"agent_identity_uid"`
+	ConversationID   string              `json:"conversation_id"`
+	ParentRunID      string              `json:"parent_run_id"`
+	Metadata         map[string]string   `json:"metadata"`
+	Attachments      []attachmentRequest `json:"attachments"`
+}
+
+// attachmentRequest is a file given to a new run, base64 in the body.
+type attachmentRequest struct {
+	FileName string `json:"file_name"`
+	MimeType string `json:"mime_type"`
+	Data     string `json:"data"`
+}
+
+// readJSON decodes a body within a limit; a wrong type names the field.
+func readJSON(r *http.Request, limit int64, v any) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, errorf(CodeInvalidRequest, "cannot read the request body")
+	}
+	if int64(len(b)) > limit {
+		return nil, errorf(CodeInvalidRequest, fmt.Sprintf("the request body is over %d bytes", limit))
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("%s: must be %s, not %s", te.Field, te.Type, te.Value))
+		}
+		return nil, errorf(CodeInvalidRequest, "the body is not valid JSON: "+err.Error())
+	}
+	return b, nil
+}
+
+// configKeys are AmbientAgentConfig's keys; others are ignored, as SDKs
+// may send ones this server does not know.
+var configKeys = map[string]bool{"name": true, "model_id": true, "base_prompt": true, "environment_id": true,
+	"skill_spec": true, "mcp_servers": true, "idle_timeout_minutes": true}
+
+// resolveConfig validates a config against the embedded schema and fills
+// in its defaults, as the run will show it (agent_config).
+func (s *Server) resolveConfig(cfg map[string]any) (json.RawMessage, string, error) {
+	known := map[string]any{}
+	for k, v := range cfg {
+		if configKeys[k] {
+			known[k] = v
+		}
+	}
+	b, _ := json.Marshal(known)
+	if _, ds := schema.ValidateDocument("config", b, schema.KindConfig); len(ds) > 0 {
+		var msgs []string
+		for _, d := range ds {
+			msgs = append(msgs, "config"+d.Path+": "+d.Message)
+		}
+		return nil, "", errorf(CodeInvalidRequest, strings.Join(msgs, "; "))
+	}
+	if _, ok := known["idle_timeout_minutes"]; !ok {
+		known["idle_timeout_minutes"] = 10
+	}
+	env, _ := known["environment_id"].(string)
+	if env == "" {
+		env = s.cfg.Runs.DefaultEnvironment()
+		known["environment_id"] = env
+	}
+	if !s.cfg.Runs.HasEnvironment(env) {
+		return nil, "", errorf(CodeInvalidRequest, fmt.Sprintf("config.environment_id: no environment %q on this server", env))
+	}
+	out, _ := json.Marshal(known)
+	return out, env, nil
+}
+
+var idemMu sync.Mutex
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
+	return s.create(w, r, "")
+}
+
+func (s *Server) createFactoryRun(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	return s.create(w, r, f.UID)
+}
+
+// create is POST /v1/agent/run(s): a new run, QUEUED. With an
+// Idempotency-Key, the same key and body answer the first answer again.
+func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID string) error {
+	var q runRequest
+	body, err := readJSON(r, maxRunBody, &q)
+	if err != nil {
+		return err
+	}
+	key := callerKey(r)
+	var idem string
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		idemMu.Lock()
+		defer idemMu.Unlock()
+		sum := sha256.Sum256(body)
+		idem = store.HashAPIKey(key.Prefix + k)
+		prev, ok, err := s.store.Idempotent(idem, hex.EncodeToString(sum[:]), idempotencyWindow)
+		switch {
+		case err != nil:
+			return err
+		case ok && prev == nil:
+			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body"}
+		case ok:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write(prev)
+			return nil
+		}
+	}
+	req, err := s.runRequestFor(r, &q, factoryUID)
+	if err != nil {
+		return err
+	}
+	if key != nil {
+		req.Creator = &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
+	}
+	run, err := s.cfg.Runs.Create(req)
+	if errors.Is(err, runtime.ErrUnknownEnvironment) {
+		return errorf(CodeInvalidRequest, err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State})
+	if idem != "" {
+		sum := sha256.Sum256(body)
+		if err := s.store.RememberIdempotent(idem, hex.EncodeToString(sum[:]), resp); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(resp, '\n'))
+	return nil
+}
+
+// runRequestFor checks a create request and builds the run it asks for:
+// its source, factory, configuration and attachments.
+func (s *Server) runRequestFor(r *http.Request, q *runRequest, factoryUID string) (runtime.CreateRequest, error) {
+	skillSpec, _ := q.Config["skill_spec"].(string)
+	switch {
+	case strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "":
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
+	case len(q.Attachments) > maxAttachments:
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
+	case len(q.Metadata) > maxMetadataKeys:
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
+	}
+	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
+	if r.Header.Get("X-Factory-Source") == "CLI" {
+		req.Source = "CLI"
+	}
+	if factoryUID != "" {
+		req.Source = "FACTORY"
+	}
+	if q.AgentIdentityUID != "" {
+		f, err := s.factoryByForeman(q.AgentIdentityUID)
+		if err != nil {
+			return req, err
+		}
+		req.FactoryUID, req.Source = f.UID, "FACTORY"
+	}
+	if q.Skill != "" && req.Prompt == "" {
+		req.Prompt = "Use the skill " + q.Skill + "."
+	}
+	var err error
+	if req.Config, req.Environment, err = s.resolveConfig(q.Config); err != nil {
+		return req, err
+	}
+	req.Attachments, err = decodeAttachments(q.Attachments)
+	return req, err
+}
+
+// decodeAttachments checks and decodes the attachments of a request.
+func decodeAttachments(in []attachmentRequest) ([]runtime.AttachmentData, error) {
+	var out []runtime.AttachmentData
+	for i, a := range in {
+		data, err := base64.StdEncoding.DecodeString(a.Data)
+		if err != nil {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].data: must be base64", i))
+		}
+		name := filepath.Base(a.FileName)
+		if a.FileName == "" || name != a.FileName || name == "." || name == ".." {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name", i))
+		}
+		if len(data) > maxAttachmentSize {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))
+		}
+		out = append(out, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
+	}
+	return out, nil
+}
+
+func (s *Server) factoryByForeman(uid string) (*factory.Factory, error) {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.ForemanUID == uid {
+			return f, nil
+		}
+	}
+	return nil, errorf(CodeInvalidRequest, fmt.Sprintf("agent_identity_uid: no factory has the foreman UID %s", uid))
+}
+
+// parseTime accepts RFC 3339; a value without a zone is UTC.
+func parseTime(v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not an RFC 3339 time")
+}
+
+// listRuns is GET /v1/agent/runs: the query's page of runs, and a cursor
+// bound to the query for the next one.
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	qs := r.URL.Query()
+	q, err := parseRunQuery(qs)
+	if err != nil {
+		return err
+	}
+	key, err := s.cursorKey()
+	if err != nil {
+		return err
+	}
+	scope := runQueryScope(qs)
+	if q.SortBy == "updated_at" {
+		// The walk is as of its first page: runs that change while a client
+		// pages neither repeat nor go missing.
+		q.AsOf = time.Now().UnixNano()
+	}
+	if c := qs.Get("cursor"); c != "" {
+		if err := resumeRunQuery(&q, key, scope, c); err != nil {
+			return err
+		}
+	}
+	page, err := s.store.ListRuns(q)
+	if err != nil {
+		return err
+	}
+	items := []factory.RunItem{}
+	for _, run := range page.Runs {
+		items = append(items, run.Item())
+	}
+	info := PageInfo{HasNextPage: page.More}
+	if page.More {
+		pos := page.Last
+		if q.AsOf > 0 {
+			pos += "|" + strconv.FormatInt(q.AsOf, 10)
+		}
+		info.NextCursor = cursor.Seal(key, scope, pos)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": items, "page_info": info})
+	return nil
+}
+
+// resumeRunQuery continues a listing from a cursor this server gave for
+// the same query: its position, and the time the listing is as of.
+func resumeRunQuery(q *store.RunQuery, key []byte, scope, c string) error {
+	pos, err := cursor.Open(key, scope, c)
+	if err != nil {
+		return errorf(CodeInvalidRequest, "cursor: not one this server gave for this query")
+	}
+	q.After = pos
+	if p, asOf, ok := strings.Cut(pos, "|"); ok {
+		n, _ := strconv.ParseInt(asOf, 10, 64)
+		if time.Since(time.Unix(0, n)) > store.RunListWindow {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("cursor: this listing began over %s ago; start again from the first page", store.RunListWindow))
+		}
+		q.After, q.AsOf = p, n
+	}
+	return nil
+}
+
+// runFilterParams maps the list's filter parameters to index fields.
+var runFilterParams = map[string]string{"name": "name", "config_name": "name", "model_id": "model_id", "environment_id": "environment_id",
+	"source": "source", "creator": "creator", "factory_uid": "factory_uid", "automation_id": "automation_id"}
+
+// parseRunQuery reads the list parameters: limit, order, states, field
+// filters and time bounds.
+func parseRunQuery(qs url.Values) (store.RunQuery, error) {
+	q := store.RunQuery{Equal: map[string]string{}, SortBy: "updated_at", Limit: 20}
+	if v := qs.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return q, errorf(CodeInvalidRequest, "limit: must be a whole number from 1 to 500")
+		}
+		q.Limit = n
+	}
+	switch v := qs.Get("sort_by"); v {
+	case "", "updated_at":
+	case "created_at":
+		q.SortBy = v
+	default:
+		return q, errorf(CodeInvalidRequest, "sort_by: must be updated_at or created_at")
+	}
+	switch v := qs.Get("sort_order"); v {
+	case "", "desc":
+	case "asc":
+		q.Asc = true
+	default:
+		return q, errorf(CodeInvalidRequest, "sort_order: must be desc or asc")
+	}
+	for _, v := range qs["state"] {
+		st, ok := factory.ParseRunState(v)
+		if !ok {
+			return q, errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", v))
+		}
+		q.States = append(q.States, st)
+	}
+	for param, field := range runFilterParams {
+		if v := qs.Get(param); v != "" {
+			q.Equal[field] = v
+		}
+	}
+	return q, timeBounds(qs, &q)
+}
+
+// timeBounds reads created_after, created_before and updated_after. Bounds
+// on the sort key bound the walk; the others are checked run by run.
+func timeBounds(qs url.Values, q *store.RunQuery) error {
+	var createdAfter, createdBefore, updatedAfter time.Time
+	for param, dst := range map[string]*time.Time{"created_after": &createdAfter, "created_before": &createdBefore, "updated_after": &updatedAfter} {
+		if v := qs.Get(param); v != "" {
+			t, err := parseTime(v)
+			if err != nil {
+				return errorf(CodeInvalidRequest, param+": must be an RFC 3339 time")
+			}
+			*dst = t
+		}
+	}
+	if q.SortBy == "created_at" {
+		if !createdAfter.IsZero() {
+			q.MinNanos = createdAfter.UnixNano() + 1
+		}
+		if !createdBefore.IsZero() {
+			q.MaxNanos = createdBefore.UnixNano() - 1
+		}
+	} else if !updatedAfter.IsZero() {
+		q.MinNanos = updatedAfter.UnixNano() + 1
+	}
+	q.Matches = func(run *factory.Run) bool {
+		return (createdAfter.IsZero() || run.CreatedAt.After(createdAfter)) &&
+			(createdBefore.IsZero() || run.CreatedAt.Before(createdBefore)) &&
+			(updatedAfter.IsZero() || run.UpdatedAt.After(updatedAfter))
+	}
+	return nil
+}
+
+// runQueryScope binds a cursor to its query: the same filters and order.
+func runQueryScope(qs url.Values) string {
+	var parts []string
+	for k, vs := range qs {
+		if k == "cursor" || k == "limit" {
+			continue
+		}
+		sorted := append([]string(nil), vs...)
+		sort.Strings(sorted)
+		parts = append(parts, k+"="+strings.Join(sorted, ","))
+	}
+	sort.Strings(parts)
+	return "runs?" + strings.Join(parts, "&")
+}
+
+func (s *Server) runOf(r *http.Request) (*factory.Run, error) {
+	run, err := s.store.Run(r.PathValue("runId"))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
+	}
+	return run, err
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run.Item())
+	return nil
+}
+
+func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	events, err := s.store.RunEvents(run.ID)
+	if err != nil {
+		return err
+	}
+	if events == nil {
+		events = []*factory.RunEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+	return nil
+}
+
+func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	for _, a := range run.Attachments {
+		if a.Name == r.PathValue("name") {
+			b, err := s.store.RunAttachment(run.ID, a.Name)
+			if err != nil {
+				return err
+			}
+			mt := a.MimeType
+			if mt == "" {
+				mt = "application/octet-stream"
+			}
+			w.Header().Set("Content-Type", mt)
+			w.Write(b)
+			return nil
+		}
+	}
+	return errorf(CodeNotFound, fmt.Sprintf("run %s has no attachment %q", run.ID, r.PathValue("name")))
+}
+
+func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		Message string `json:"message"`
+		Mode    string `json:"mode"`
+	}
+	if _, err := readJSON(r, 1<<20, &q); err != nil {
+		return err
+	}
+	if strings.TrimSpace(q.Message) == "" {
+		return errorf(CodeInvalidRequest, "message: required")
+	}
+	if _, err := s.cfg.Runs.FollowUp(r.PathValue("runId"), q.Message); err != nil {
+		if errors.Is(err, runtime.ErrNotFound) {
+			return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
+		}
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+	return nil
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.cfg.Runs.Cancel(r.PathValue("runId"))
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
+	case errors.Is(err, runtime.ErrTerminal):
+		return errorf(CodeInvalidRequest, err.Error())
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
+	return nil
+}

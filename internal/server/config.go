@@ -1,0 +1,80 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"factory"
+	"factory/internal/schema"
+)
+
+// FileConfig is the server's configuration file (factory serve --config),
+// validated against the embedded "server" schema.
+type FileConfig struct {
+	Listen       string          `json:"listen"`
+	PublicURL    string          `json:"publicUrl"`
+	Data         string          `json:"data"`
+	Factories    []FactoryConfig `json:"factories"`
+	Runtime      json.RawMessage `json:"runtime,omitempty"`
+	Environments json.RawMessage `json:"environments,omitempty"`
+}
+
+// FactoryConfig is one factory of the configuration file.
+type FactoryConfig struct {
+	Name      string `json:"name"`
+	Source    string `json:"source"`
+	Ref       string `json:"ref,omitempty"`
+	Interval  string `json:"interval,omitempty"`
+	SecretRef string `json:"secretRef,omitempty"`
+}
+
+// IntervalOr parses the factory's interval, or returns def when unset.
+func (f FactoryConfig) IntervalOr(def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(f.Interval); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// LoadConfig reads and validates a configuration file. Every problem is
+// reported at once, with its line and column.
+func LoadConfig(path string) (*FileConfig, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if fi.Size() > factory.MaxDefinitionFileBytes {
+		return nil, fmt.Errorf("config %s is over 1 MiB", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	js, ds := schema.ValidateDocument(path, data, schema.KindServer)
+	var cfg FileConfig
+	if len(ds) == 0 {
+		if err := json.Unmarshal(js, &cfg); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		seen := map[string]bool{}
+		for i, f := range cfg.Factories {
+			if seen[f.Name] {
+				ds = append(ds, schema.Diagnostic{File: path, Line: 0, Path: fmt.Sprintf("/factories/%d/name", i),
+					Message: fmt.Sprintf("factory %q is listed twice", f.Name)})
+			}
+			seen[f.Name] = true
+		}
+	}
+	if len(ds) > 0 {
+		ds.Sort()
+		lines := make([]string, len(ds))
+		for i, d := range ds {
+			lines[i] = d.String()
+		}
+		return nil, fmt.Errorf("invalid config:\n  %s", strings.Join(lines, "\n  "))
+	}
+	return &cfg, nil
+}

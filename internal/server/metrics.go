@@ -1,0 +1,132 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"factory"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"factory/internal/reconciler"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of its own so
+// that tests can run several servers in one process.
+type metrics struct {
+	reg      *prometheus.Registry
+	syncs    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	ready    *prometheus.GaugeVec
+	revision *prometheus.GaugeVec
+	applied  *prometheus.GaugeVec
+
+	runsStarted  prometheus.Counter
+	runsEnded    *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factory_syncs_total",
+			Help: "Syncs of a factory by outcome: applied, unchanged, invalid (revision refused) or error (source or store unreadable).",
+		}, []string{"factory", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "factory_sync_duration_seconds",
+			Help:    "Time of one sync of a factory: fetch, load, plan and apply.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"factory"}),
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factory_ready",
+			Help: "1 when the factory's last sync applied or found nothing to do, 0 when it was refused or failed.",
+		}, []string{"factory"}),
+		revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factory_revision_info",
+			Help: "The revision applied to a factory (always 1; the revision is a label).",
+		}, []string{"factory", "revision"}),
+		applied: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factory_applied_timestamp_seconds",
+			Help: "When the factory's current revision was applied (Unix time).",
+		}, []string{"factory"}),
+	}
+	m.runsStarted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "factory_automation_runs_started_total",
+		Help: "Runs started by automations for accepted deliveries.",
+	})
+	m.runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_runs_finished_total",
+		Help: "Turns of runs that ended, by the state they ended in.",
+	}, []string{"state"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "factory_http_request_duration_seconds",
+		Help:    "HTTP requests by route pattern and status code.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+	}, []string{"route", "code"})
+	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted, m.runsEnded, m.httpDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(factory string, outcome reconciler.Outcome, d time.Duration) {
+	m.syncs.WithLabelValues(factory, string(outcome)).Inc()
+	m.duration.WithLabelValues(factory).Observe(d.Seconds())
+}
+
+// status mirrors a factory's record.
+func (m *metrics) status(f *factory.Factory) {
+	ready := 0.0
+	if f.Ready {
+		ready = 1
+	}
+	m.ready.WithLabelValues(f.Name).Set(ready)
+	if f.Revision != "" {
+		m.revision.DeletePartialMatch(prometheus.Labels{"factory": f.Name})
+		m.revision.WithLabelValues(f.Name, f.Revision).Set(1)
+		m.applied.WithLabelValues(f.Name).Set(float64(f.AppliedAt.Unix()))
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// runGauges reports the manager's queue and running runs at each scrape.
+func (m *metrics) runGauges(counts func() (int, int)) {
+	for _, st := range []struct {
+		state string
+		pick  func(q, r int) int
+	}{{"QUEUED", func(q, _ int) int { return q }}, {"INPROGRESS", func(_, r int) int { return r }}} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "factory_runs", Help: "Runs waiting or running now, by state.", ConstLabels: prometheus.Labels{"state": st.state},
+		}, func() float64 { q, r := counts(); return float64(st.pick(q, r)) }))
+	}
+}
+
+// instrument times every request by its route pattern.
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: 200}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.httpDuration.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}

@@ -1,0 +1,508 @@
+// Package server is the factory server: one HTTP listener for the API, and
+// one runner per factory that keeps it reconciled from its source.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"factory"
+	"factory/internal/automations"
+	"factory/internal/ingress"
+	"factory/internal/reconciler"
+	"factory/internal/runtime"
+	"factory/internal/service"
+	"factory/internal/store"
+)
+
+// FactorySource is one factory the server reconciles.
+type FactorySource struct {
+	Name   string
+	Source reconciler.Source
+	// Watch, when set, signals that the source may have changed (a watched
+	// directory). Interval is then a safety-net resync.
+	Watch func(ctx context.Context) (<-chan struct{}, error)
+	// Interval between polls (git) or resyncs (watched directories).
+	Interval time.Duration
+}
+
+// Config is what the server runs.
+type Config struct {
+	PublicURL string
+	Factories []FactorySource
+	// Ingress limits; zero values take the seed's (ingress.Config).
+	IngressPerMinute, IngressFailedAuthPerMinute int
+	IngressMaxBody                               int64
+	// Runs executes runs; with it, accepted deliveries start the runs of
+	// the automations they match.
+	Runs *runtime.Manager
+}
+
+// Server serves the API and reconciles factories.
+type Server struct {
+	cfg     Config
+	store   *store.Store
+	applier *reconciler.Applier
+	svc     *service.Service
+	log     *slog.Logger
+	metrics *metrics
+
+	// syncMu serialises syncs and state-changing admin calls: a plan must
+	// see the state it is applied to.
+	syncMu  sync.Mutex
+	runners map[string]*runner
+	ready   chan struct{} // closed when every factory has synced once
+	ingress *ingress.Handler
+	eval    *automations.Evaluator
+
+	cursorOnce sync.Once
+	cursorKeyV []byte
+	cursorErr  error
+}
+
+// runner keeps one factory reconciled.
+type runner struct {
+	FactorySource
+	trigger chan chan struct{}
+
+	mu        sync.Mutex
+	synced    bool
+	checkedAt time.Time
+	outcome   string // of the last sync, for logging changes only
+}
+
+// New returns a server over an open store.
+func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
+	if applier.Loader == nil {
+		applier.Loader = &reconciler.Loader{}
+	}
+	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
+		runners: map[string]*runner{}, ready: make(chan struct{})}
+	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
+	var accepted func(store.QueueItem)
+	if cfg.Runs != nil {
+		s.metrics.runGauges(cfg.Runs.Counts)
+		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
+		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
+		accepted = s.eval.Queued
+	}
+	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
+		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute})
+	s.metrics.reg.MustRegister(s.ingress.Collectors()...)
+	for _, f := range cfg.Factories {
+		if f.Interval <= 0 {
+			f.Interval = time.Minute
+		}
+		s.runners[f.Name] = &runner{FactorySource: f, trigger: make(chan chan struct{})}
+	}
+	return s
+}
+
+// ServerFile is written into the data directory while a server runs, so
+// that commands that need the store go through the server instead.
+const ServerFile = "server.json"
+
+// Info is the content of ServerFile.
+type Info struct {
+	URL string `json:"url"`
+	PID int    `json:"pid"`
+}
+
+// Run serves on ln and keeps every factory reconciled until ctx ends; then
+// it stops the runners and shuts the listener down gracefully.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	info, _ := json.Marshal(Info{URL: "http://" + ln.Addr().String(), PID: os.Getpid()})
+	infoPath := filepath.Join(s.store.Dir(), ServerFile)
+	if err := os.WriteFile(infoPath, info, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", infoPath, err)
+	}
+	defer os.Remove(infoPath)
+
+	srv := &http.Server{Handler: s.metrics.instrument(s.Handler()), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
+
+	runCtx, stopRunners := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var first sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		first.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(runCtx, r, first.Done)
+		}()
+	}
+	go func() {
+		first.Wait()
+		close(s.ready)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(runCtx)
+	}()
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.Start(runCtx); err != nil {
+			stopRunners()
+			return fmt.Errorf("start the runs: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.eval.Run(runCtx)
+			s.cfg.Runs.Wait()
+		}()
+	}
+
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		s.log.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = srv.Shutdown(shutdownCtx)
+		cancel()
+	}
+	stopRunners()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// sweepEvery is how often the delivery log's retention is applied.
+const sweepEvery = 10 * time.Minute
+
+// sweep applies the delivery log's retention at start and every
+// sweepEvery until ctx ends.
+func (s *Server) sweep(ctx context.Context) {
+	for {
+		n, err := s.store.SweepDeliveries(time.Now(), factory.DeliveryLogKeep, factory.DeliveryLogAge)
+		if err != nil {
+			s.log.Error("sweeping the delivery log", "err", err)
+		} else if n > 0 {
+			s.log.Info("swept the delivery log", "removed", n)
+		}
+		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
+			s.log.Error("sweeping the run index", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sweepEvery):
+		}
+	}
+}
+
+// Ready is closed once every factory has synced at least once.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// run syncs a factory at start, then whenever its source may have changed,
+// a sync is asked for, or its interval (with jitter) passes. A source that
+// cannot be read is retried with exponential backoff, up to the interval.
+func (s *Server) run(ctx context.Context, r *runner, firstDone func()) {
+	var events <-chan struct{}
+	if r.Watch != nil {
+		ch, err := r.Watch(ctx)
+		if err != nil {
+			s.log.Warn("cannot watch the factory source; polling it instead", "factory", r.Name, "err", err)
+			r.Interval = min(r.Interval, time.Second)
+		}
+		events = ch
+	}
+	var backoff time.Duration
+	next := func(outcome reconciler.Outcome) time.Duration {
+		if outcome != reconciler.Failed {
+			backoff = 0
+			return jitter(r.Interval)
+		}
+		backoff = min(max(2*backoff, time.Second), r.Interval)
+		return backoff
+	}
+	timer := time.NewTimer(next(s.syncOne(ctx, r)))
+	firstDone()
+	defer timer.Stop()
+	for {
+		var done chan struct{}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+		case done = <-r.trigger:
+		case <-timer.C:
+		}
+		timer.Stop()
+		timer.Reset(next(s.syncOne(ctx, r)))
+		if done != nil {
+			close(done)
+		}
+	}
+}
+
+// jitter spreads polls of many factories over ±10% of the interval, so
+// that they do not all reach their remotes at once.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()-0.5)*0.2*float64(d))
+}
+
+// syncOne reconciles one factory and logs when the outcome changes, so a
+// server polling an unchanged source stays quiet.
+func (s *Server) syncOne(ctx context.Context, r *runner) reconciler.Outcome {
+	s.syncMu.Lock()
+	start := time.Now()
+	c, outcome, err := s.applier.Sync(ctx, r.Name, r.Source)
+	s.syncMu.Unlock()
+	s.metrics.observe(r.Name, outcome, time.Since(start))
+	if f, ferr := s.store.Factory(r.Name); ferr == nil {
+		s.metrics.status(f)
+	}
+
+	var summary string
+	switch outcome {
+	case reconciler.Failed:
+		summary = "error: " + err.Error()
+	case reconciler.Invalid:
+		summary = "invalid " + c.Plan.Revision
+	case reconciler.Applied:
+		summary = "applied " + c.Plan.Revision
+	}
+	r.mu.Lock()
+	r.synced = true
+	if outcome != reconciler.Failed {
+		r.checkedAt = time.Now().UTC()
+	}
+	changed := summary != "" && summary != r.outcome
+	if summary != "" {
+		r.outcome = summary
+	}
+	r.mu.Unlock()
+	if !changed && outcome != reconciler.Applied {
+		return outcome
+	}
+	switch outcome {
+	case reconciler.Failed:
+		s.log.Error("sync failed; retrying with backoff", "factory", r.Name, "source", r.Source.String(), "err", err)
+	case reconciler.Invalid:
+		errs := c.Plan.Diagnostics.Errors()
+		s.log.Warn("revision refused; the last applied revision keeps serving", "factory", r.Name, "revision", c.Plan.Revision, "errors", len(errs))
+		for _, d := range errs {
+			s.log.Warn("invalid definition", "factory", r.Name, "at", d.String())
+		}
+	case reconciler.Applied:
+		n := 0
+		for _, ch := range c.Plan.Changes {
+			if ch.Action != reconciler.ActionNoop {
+				n++
+			}
+		}
+		s.log.Info("revision applied", "factory", r.Name, "revision", c.Plan.Revision, "changes", n)
+	}
+	return outcome
+}
+
+// SyncNow asks a factory's runner to sync and waits until it has.
+func (s *Server) SyncNow(ctx context.Context, name string) error {
+	r := s.runners[name]
+	if r == nil {
+		return errorf(CodeConflict, fmt.Sprintf("factory %s is not served by this server's sources", name))
+	}
+	done := make(chan struct{})
+	select {
+	case r.trigger <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// syncAll syncs every factory and waits (until ctx ends): after a change
+// of state that plans depend on, such as a secret created or rotated, so
+// that the caller can say the change is in force.
+func (s *Server) syncAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.SyncNow(ctx, r.Name)
+		}()
+	}
+	wg.Wait()
+}
+
+// Handler is the server's HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	// Webhook ingress: no version segment (seed-spec §9); only POST (other
+	// methods get 405 with Allow: POST from the mux).
+	mux.Handle("POST /webhooks/w/{uid}", s.ingress)
+	mux.Handle("POST /webhooks/w/{uid}/{token}", s.ingress)
+	mux.Handle("GET /v1/factories", s.auth(factory.ScopeRuns, s.listFactories))
+	mux.Handle("GET /v1/factories/{uid}", s.auth(factory.ScopeRuns, s.getFactory))
+	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(factory.ScopeAdmin, s.syncFactory))
+	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(factory.ScopeAdmin, s.factoryState))
+	s.agentRoutes(mux)
+	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(factory.ScopeAdmin, s.testFilter))
+	mux.Handle("GET /v1/webhooks/{uid}", s.auth(factory.ScopeAdmin, s.getWebhook))
+	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(factory.ScopeAdmin, s.revealSecret))
+	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(factory.ScopeAdmin, s.suspend(true)))
+	mux.Handle("POST /v1/webhooks/{uid}/resume", s.auth(factory.ScopeAdmin, s.suspend(false)))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries", s.auth(factory.ScopeAdmin, s.listDeliveries))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", s.auth(factory.ScopeAdmin, s.getDelivery))
+	mux.Handle("GET /v1/secrets", s.auth(factory.ScopeAdmin, s.listSecrets))
+	mux.Handle("POST /v1/secrets", s.auth(factory.ScopeAdmin, s.createSecret))
+	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(factory.ScopeAdmin, s.rotateSecret))
+	mux.Handle("DELETE /v1/secrets/{name}", s.auth(factory.ScopeAdmin, s.deleteSecret))
+	return mux
+}
+
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+// auth checks the API key and its scope before the handler runs (deny by
+// default: every /v1 route goes through here).
+func (s *Server) auth(scope string, h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			s.writeError(w, r, errorf(CodeAuthenticationRequired, "send an API key as Authorization: Bearer <key>"))
+			return
+		}
+		key, err := s.store.APIKeyByValue(token)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && key.RevokedAt != nil) {
+			s.writeError(w, r, errorf(CodeAuthenticationRequired, "unknown or revoked API key"))
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		// Keys are found by their SHA-256, so no comparison of the key
+		// itself can leak how much of it matched.
+		if !key.Allows(scope) {
+			s.writeError(w, r, errorf(CodeNotAuthorized, fmt.Sprintf("this API key has scope %s; this call needs %s", key.Scope, scope)))
+			return
+		}
+		if err := h(w, r.WithContext(context.WithValue(r.Context(), apiKeyContext{}, key))); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+type apiKeyContext struct{}
+
+// callerKey is the API key a request was authenticated with.
+func callerKey(r *http.Request) *factory.APIKey {
+	k, _ := r.Context().Value(apiKeyContext{}).(*factory.APIKey)
+	return k
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var waiting []string
+	for name, rn := range s.runners {
+		rn.mu.Lock()
+		if !rn.synced {
+			waiting = append(waiting, name)
+		}
+		rn.mu.Unlock()
+	}
+	if len(waiting) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "syncing", "factories": waiting})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) listFactories(w http.ResponseWriter, r *http.Request) error {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return err
+	}
+	out := []factory.FactorySummary{}
+	for _, f := range fs {
+		out = append(out, factory.Summary(f))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"factories": out})
+	return nil
+}
+
+func (s *Server) factoryByUID(uid string) (*factory.Factory, error) {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.UID == uid || f.Name == uid {
+			return f, nil
+		}
+	}
+	return nil, errorf(CodeNotFound, fmt.Sprintf("no factory %s", uid))
+}
+
+func (s *Server) getFactory(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+	if err != nil {
+		return err
+	}
+	if rn := s.runners[f.Name]; rn != nil {
+		rn.mu.Lock()
+		if !rn.checkedAt.IsZero() {
+			t := rn.checkedAt
+			st.CheckedAt = &t
+		}
+		rn.mu.Unlock()
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) syncFactory(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	if err := s.SyncNow(r.Context(), f.Name); err != nil {
+		return err
+	}
+	return s.getFactory(w, r)
+}
+
+func (s *Server) factoryState(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.store.FactoryState(r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}

@@ -1,0 +1,157 @@
+// Package trigger decides which events fire an automation. Its one compiled
+// type is used by everything that asks: evaluation of accepted deliveries,
+// the Test filter action, the plan's replay of recent deliveries, and the
+// plan's warnings.
+//
+// An event comes from a source: a webhook delivery today; schedules and
+// provider events (GitHub, GitLab, Linear, Slack, Jira) plug in as further
+// providers of Source, each with its own selection rule in Selects, while
+// payload filters apply to all of them alike.
+package trigger
+
+import (
+	"fmt"
+	"slices"
+
+	"factory"
+	"factory/internal/filter"
+)
+
+// Source is where an event came from.
+type Source struct {
+	// Provider is the trigger provider that speaks for the source:
+	// factory.ProviderWebhook for a delivery to a webhook.
+	Provider string
+	// WebhookUID is the webhook a delivery came through.
+	WebhookUID string
+}
+
+// Webhook is the source of a delivery to a webhook.
+func Webhook(uid string) Source {
+	return Source{Provider: factory.ProviderWebhook, WebhookUID: uid}
+}
+
+// Event is something that may fire an automation: where it came from, and
+// its payload decoded (filter.DecodePayload).
+type Event struct {
+	Source  Source
+	Payload any
+}
+
+// Set is an automation's triggers, compiled. The automation fires for an
+// event when any of its triggers selects the event's source and its payload
+// filter matches.
+type Set struct {
+	triggers []compiled
+}
+
+type compiled struct {
+	spec    factory.Trigger
+	payload *filter.Filter
+}
+
+// Compile compiles each trigger's payload filter.
+func Compile(triggers []factory.Trigger) (*Set, error) {
+	s := &Set{triggers: make([]compiled, len(triggers))}
+	for i, t := range triggers {
+		f, err := filter.Compile(t.Filter.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("trigger %d: %w", i+1, err)
+		}
+		s.triggers[i] = compiled{spec: t, payload: f}
+	}
+	return s, nil
+}
+
+// selects reports whether one trigger listens to a source.
+func (c *compiled) selects(src Source) bool {
+	switch src.Provider {
+	case factory.ProviderWebhook:
+		return c.spec.Provider == factory.ProviderWebhook && slices.Contains(c.spec.Filter.WebhookIDs, src.WebhookUID)
+	}
+	return false
+}
+
+// Selects reports whether any trigger listens to a source, whatever the
+// payload: a delivery no automation selects need not be read at all.
+func (s *Set) Selects(src Source) bool {
+	for i := range s.triggers {
+		if s.triggers[i].selects(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether the event fires the automation: a trigger selects
+// its source and that trigger's payload filter matches. (Whether the
+// automation and the webhook are enabled is for the caller.)
+func (s *Set) Match(ev Event) bool {
+	for i := range s.triggers {
+		if t := &s.triggers[i]; t.selects(ev.Source) && t.payload.Match(ev.Payload) {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookUIDs lists the webhooks the triggers select, in order, each once.
+func (s *Set) WebhookUIDs() []string {
+	var out []string
+	for _, t := range s.triggers {
+		for _, uid := range t.spec.Filter.WebhookIDs {
+			if !slices.Contains(out, uid) {
+				out = append(out, uid)
+			}
+		}
+	}
+	return out
+}
+
+// Explanation says, key by key, why an event fires an automation or not.
+type Explanation struct {
+	// Selecting numbers (from 1) the triggers that select the event's
+	// source; empty when none does.
+	Selecting []int
+	// Selected lists every webhook UID the triggers select.
+	Selected []string
+	// Trigger numbers (from 1) the trigger whose payload check is shown:
+	// the first selecting one that matches, else the first selecting one,
+	// else the first trigger; 0 when there are no triggers.
+	Trigger int
+	// PayloadMatched and Keys are that trigger's payload check.
+	PayloadMatched bool
+	Keys           []factory.KeyResult
+}
+
+// Fires reports whether the explanation is of an event that fires.
+func (x *Explanation) Fires() bool { return len(x.Selecting) > 0 && x.PayloadMatched }
+
+// Explain evaluates an event against every trigger and reports the
+// outcome in full, for the Test filter action and for plans.
+func (s *Set) Explain(ev Event) Explanation {
+	x := Explanation{Keys: []factory.KeyResult{}}
+	var selected []string
+	for i := range s.triggers {
+		if s.triggers[i].selects(ev.Source) {
+			x.Selecting = append(x.Selecting, i+1)
+		}
+		selected = append(selected, s.triggers[i].spec.Filter.WebhookIDs...)
+	}
+	x.Selected = selected
+	candidates := x.Selecting
+	if len(candidates) == 0 && len(s.triggers) > 0 {
+		candidates = []int{1}
+	}
+	for n, i := range candidates {
+		f := s.triggers[i-1].payload
+		matched := f.Match(ev.Payload)
+		if matched || n == 0 {
+			x.Trigger, x.PayloadMatched, x.Keys = i, matched, f.Explain(ev.Payload)
+			if matched {
+				break
+			}
+		}
+	}
+	return x
+}

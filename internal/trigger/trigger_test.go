@@ -1,0 +1,111 @@
+package trigger_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"factory"
+	"factory/internal/filter"
+	"factory/internal/trigger"
+)
+
+const (
+	hookA = "wh_000000000000000000000a"
+	hookB = "wh_000000000000000000000b"
+	hookC = "wh_000000000000000000000c"
+)
+
+func webhookTrigger(filter string, uids ...string) factory.Trigger {
+	t := factory.Trigger{Provider: factory.ProviderWebhook, Event: "received", Filter: factory.TriggerFilter{WebhookIDs: uids}}
+	if filter != "" {
+		t.Filter.Payload = json.RawMessage(filter)
+	}
+	return t
+}
+
+func payload(t *testing.T, s string) any {
+	t.Helper()
+	v, err := filter.DecodePayload([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestSet(t *testing.T) {
+	triggers := []factory.Trigger{
+		webhookTrigger(`{"action":{"in":["opened"]}}`, hookA),
+		webhookTrigger(`{"status":{"in":["failed"]}}`, hookA, hookB),
+	}
+	set, err := trigger.Compile(triggers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		src       trigger.Source
+		payload   string
+		selects   bool
+		match     bool
+		selecting []int
+		shown     int
+		keysPass  bool
+	}{
+		{"first trigger matches", trigger.Webhook(hookA), `{"action":"opened"}`, true, true, []int{1, 2}, 1, true},
+		{"second trigger matches on the shared webhook", trigger.Webhook(hookA), `{"status":"failed"}`, true, true, []int{1, 2}, 2, true},
+		{"only the second trigger selects B", trigger.Webhook(hookB), `{"action":"opened"}`, true, false, []int{2}, 2, false},
+		{"second trigger matches on B", trigger.Webhook(hookB), `{"status":"failed"}`, true, true, []int{2}, 2, true},
+		{"no trigger selects C", trigger.Webhook(hookC), `{"action":"opened"}`, false, false, nil, 1, true},
+		{"an unknown provider selects nothing", trigger.Source{Provider: "schedule"}, `{}`, false, false, nil, 1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := trigger.Event{Source: c.src, Payload: payload(t, c.payload)}
+			if got := set.Selects(c.src); got != c.selects {
+				t.Errorf("Selects = %v, want %v", got, c.selects)
+			}
+			if got := set.Match(ev); got != c.match {
+				t.Errorf("Match = %v, want %v", got, c.match)
+			}
+			x := set.Explain(ev)
+			if !slices.Equal(x.Selecting, c.selecting) || x.Trigger != c.shown || x.Fires() != c.match {
+				t.Errorf("Explain = selecting %v, shown %d, fires %v; want %v, %d, %v", x.Selecting, x.Trigger, x.Fires(), c.selecting, c.shown, c.match)
+			}
+			passed := len(x.Keys) > 0
+			for _, k := range x.Keys {
+				passed = passed && k.Passed
+			}
+			if passed != c.keysPass || x.PayloadMatched != passed {
+				t.Errorf("keys passed = %v, matched %v, want %v: %+v", passed, x.PayloadMatched, c.keysPass, x.Keys)
+			}
+		})
+	}
+	if got := set.WebhookUIDs(); !slices.Equal(got, []string{hookA, hookB}) {
+		t.Errorf("WebhookUIDs = %v", got)
+	}
+	if x := set.Explain(trigger.Event{Source: trigger.Webhook(hookC)}); !slices.Equal(x.Selected, []string{hookA, hookA, hookB}) {
+		t.Errorf("Selected = %v", x.Selected)
+	}
+}
+
+func TestNoFilterMatchesEverything(t *testing.T) {
+	set, err := trigger.Compile([]factory.Trigger{webhookTrigger("", hookA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set.Match(trigger.Event{Source: trigger.Webhook(hookA), Payload: payload(t, `{"anything":1}`)}) {
+		t.Error("a trigger without a payload filter fires for every delivery of its webhook")
+	}
+	empty, _ := trigger.Compile(nil)
+	if empty.Selects(trigger.Webhook(hookA)) || empty.Explain(trigger.Event{Source: trigger.Webhook(hookA)}).Trigger != 0 {
+		t.Error("an automation without triggers selects nothing")
+	}
+}
+
+func TestCompileNamesTheTrigger(t *testing.T) {
+	_, err := trigger.Compile([]factory.Trigger{webhookTrigger("", hookA), webhookTrigger(`["not an object"]`, hookA)})
+	if err == nil || err.Error()[:9] != "trigger 2" {
+		t.Fatalf("err = %v, want it to name trigger 2", err)
+	}
+}
