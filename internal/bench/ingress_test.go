@@ -54,13 +54,18 @@ type wrkResult struct {
 // runWrk drives a URL for a duration at 64 connections, with delivery IDs
 // no earlier run used.
 func runWrk(b *testing.B, url, template string, d time.Duration) wrkResult {
+	return runWrkWith(b, url, template, d, "-t2", "-c64")
+}
+
+// runWrkWith drives a URL with wrk's thread and connection flags.
+func runWrkWith(b *testing.B, url, template string, d time.Duration, threads, conns string) wrkResult {
 	b.Helper()
 	script := filepath.Join(b.TempDir(), "post.lua")
 	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := os.WriteFile(script, []byte(strings.Replace(template, "RUN", nonce, 1)), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	out, err := exec.Command("wrk", "-t2", "-c64", "-d"+d.String(), "--latency", "-s", script, url).CombinedOutput()
+	out, err := exec.Command("wrk", threads, conns, "-d"+d.String(), "--latency", "-s", script, url).CombinedOutput()
 	if err != nil {
 		b.Fatalf("wrk: %v\n%s", err, out)
 	}
@@ -165,6 +170,11 @@ func startServer(b *testing.B, dir string) (base string, stop func()) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/factory").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
+	return serveBinary(b, bin, dir)
+}
+
+// serveBinary starts a built server with its own store under dir.
+func serveBinary(b *testing.B, bin, dir string) (base string, stop func()) {
 	data, repo := filepath.Join(dir, "data"), filepath.Join(dir, "repo")
 	os.MkdirAll(filepath.Join(repo, "webhooks"), 0o755)
 	os.WriteFile(filepath.Join(repo, "webhooks", "hook.yaml"), []byte("authMode: token\nsecretName: tok\n"), 0o644)
