@@ -320,10 +320,7 @@ func (c *Client) Secrets(ctx context.Context) ([]*Secret, error) {
 
 // SecretResult is a created or rotated secret; Value is set, once, when the
 // server generated it.
-type SecretResult struct {
-	Secret *Secret `json:"secret"`
-	Value  string  `json:"value,omitempty"`
-}
+type SecretResult = factory.SecretResponse
 
 // CreateSecret creates a secret; a nil value asks the server to generate one.
 func (c *Client) CreateSecret(ctx context.Context, name string, value []byte, urlSafe bool) (*SecretResult, error) {
@@ -355,16 +352,10 @@ func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 
 // Delivery is one record of a webhook's delivery log; Payload is set when
 // one delivery of the Accepted label is read.
-type Delivery struct {
-	factory.Delivery
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
+type Delivery = factory.DeliveryView
 
 // PageInfo says whether more items follow and where.
-type PageInfo struct {
-	HasNextPage bool   `json:"has_next_page"`
-	NextCursor  string `json:"next_cursor,omitempty"`
-}
+type PageInfo = factory.PageInfo
 
 // Deliveries lists a webhook's delivery log, newest first.
 func (c *Client) Deliveries(ctx context.Context, uid string, limit int, cursor string) ([]Delivery, PageInfo, error) {

@@ -315,7 +315,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	for _, run := range page.Runs {
 		items = append(items, run.Item())
 	}
-	info := PageInfo{HasNextPage: page.More}
+	info := factory.PageInfo{HasNextPage: page.More}
 	if page.More {
 		pos := page.Last
 		if q.AsOf > 0 {

@@ -3,7 +3,6 @@ package server
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -11,19 +10,6 @@ import (
 
 	"factory/internal/cursor"
 )
-
-// DeliveryView is a delivery as the admin API shows it; Payload is set on
-// the single-delivery endpoint for accepted deliveries.
-type DeliveryView struct {
-	*factory.Delivery
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
-
-// PageInfo tells a client whether to ask for more (docs/spec/agents-api.md).
-type PageInfo struct {
-	HasNextPage bool   `json:"has_next_page"`
-	NextCursor  string `json:"next_cursor,omitempty"`
-}
 
 // cursorKey is the key of paging cursors: random, kept in the store, so
 // cursors survive a restart but cannot be forged.
@@ -74,7 +60,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page := PageInfo{HasNextPage: more}
+	page := factory.PageInfo{HasNextPage: more}
 	if more {
 		page.NextCursor = cursor.Seal(key, uid, ds[len(ds)-1].ID)
 	}
@@ -87,7 +73,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, DeliveryView{Delivery: d, Payload: payload})
+	writeJSON(w, http.StatusOK, factory.DeliveryView{Delivery: *d, Payload: payload})
 	return nil
 }
 

@@ -41,12 +41,6 @@ type SecretRequest struct {
 	URLSafe bool    `json:"url_safe,omitempty"`
 }
 
-// SecretResponse carries a secret's metadata and, once, a generated value.
-type SecretResponse struct {
-	Secret *factory.Secret `json:"secret"`
-	Value  string          `json:"value,omitempty"`
-}
-
 func (q SecretRequest) value() []byte {
 	if q.Value == nil {
 		return nil
@@ -72,7 +66,7 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SecretResponse{Secret: sec, Value: string(gen)})
+	writeJSON(w, http.StatusOK, factory.SecretResponse{Secret: sec, Value: string(gen)})
 	return nil
 }
 
@@ -85,7 +79,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SecretResponse{Secret: sec, Value: string(gen)})
+	writeJSON(w, http.StatusOK, factory.SecretResponse{Secret: sec, Value: string(gen)})
 	return nil
 }
 
