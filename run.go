@@ -135,3 +135,24 @@ func ParseRunState(s string) (RunState, bool) {
 	}
 	return "", false
 }
+
+// RunRequest is the body of a run's creation (the SDKs' RunAgentRequest).
+// Unknown fields are ignored: SDKs are newer than servers.
+type RunRequest struct {
+	Prompt           string            `json:"prompt,omitempty"`
+	Title            string            `json:"title,omitempty"`
+	Config           map[string]any    `json:"config,omitempty"`
+	Skill            string            `json:"skill,omitempty"`
+	AgentIdentityUID string            `json:"agent_identity_uid,omitempty"`
+	ConversationID   string            `json:"conversation_id,omitempty"`
+	ParentRunID      string            `json:"parent_run_id,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Attachments      []RunAttachment   `json:"attachments,omitempty"`
+}
+
+// RunAttachment is a file sent with a new run; Data is base64.
+type RunAttachment struct {
+	FileName string `json:"file_name"`
+	MimeType string `json:"mime_type,omitempty"`
+	Data     string `json:"data"`
+}

@@ -18,21 +18,10 @@ import (
 type Run = factory.RunItem
 
 // RunRequest is RunAgentRequest.
-type RunRequest struct {
-	Prompt           string            `json:"prompt,omitempty"`
-	Title            string            `json:"title,omitempty"`
-	Config           map[string]any    `json:"config,omitempty"`
-	AgentIdentityUID string            `json:"agent_identity_uid,omitempty"`
-	Metadata         map[string]string `json:"metadata,omitempty"`
-	Attachments      []RunAttachment   `json:"attachments,omitempty"`
-}
+type RunRequest = factory.RunRequest
 
 // RunAttachment is a file sent with a run (Data is base64).
-type RunAttachment struct {
-	FileName string `json:"file_name"`
-	MimeType string `json:"mime_type,omitempty"`
-	Data     string `json:"data"`
-}
+type RunAttachment = factory.RunAttachment
 
 // RunCreated is the answer to a create.
 type RunCreated struct {

@@ -58,27 +58,6 @@ func (s *Server) needRuns(h handler) handler {
 	}
 }
 
-// runRequest is RunAgentRequest. Unknown fields are ignored: SDKs are
-// newer than servers.
-type runRequest struct {
-	Prompt           string              `json:"prompt"`
-	Title            string              `json:"title"`
-	Config           map[string]any      `json:"config"`
-	Skill            string              `json:"skill"`
-	AgentIdentityUID string              `json:"agent_identity_uid"`
-	ConversationID   string              `json:"conversation_id"`
-	ParentRunID      string              `json:"parent_run_id"`
-	Metadata         map[string]string   `json:"metadata"`
-	Attachments      []attachmentRequest `json:"attachments"`
-}
-
-// attachmentRequest is a file given to a new run, base64 in the body.
-type attachmentRequest struct {
-	FileName string `json:"file_name"`
-	MimeType string `json:"mime_type"`
-	Data     string `json:"data"`
-}
-
 // readJSON decodes a body within a limit; a wrong type names the field.
 func readJSON(r *http.Request, limit int64, v any) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -152,7 +131,7 @@ func (s *Server) createFactoryRun(w http.ResponseWriter, r *http.Request) error 
 // create is POST /v1/agent/run(s): a new run, QUEUED. With an
 // Idempotency-Key, the same key and body answer the first answer again.
 func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID string) error {
-	var q runRequest
+	var q factory.RunRequest
 	body, err := readJSON(r, maxRunBody, &q)
 	if err != nil {
 		return err
@@ -206,7 +185,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 
 // runRequestFor checks a create request and builds the run it asks for:
 // its source, factory, configuration and attachments.
-func (s *Server) runRequestFor(r *http.Request, q *runRequest, factoryUID string) (runtime.CreateRequest, error) {
+func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUID string) (runtime.CreateRequest, error) {
 	skillSpec, _ := q.Config["skill_spec"].(string)
 	switch {
 	case strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "":
@@ -242,7 +221,7 @@ func (s *Server) runRequestFor(r *http.Request, q *runRequest, factoryUID string
 }
 
 // decodeAttachments checks and decodes the attachments of a request.
-func decodeAttachments(in []attachmentRequest) ([]runtime.AttachmentData, error) {
+func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, error) {
 	var out []runtime.AttachmentData
 	for i, a := range in {
 		data, err := base64.StdEncoding.DecodeString(a.Data)

@@ -53,22 +53,22 @@ func (s *Service) Secrets(ctx context.Context) ([]*factory.Secret, error) {
 // CreateSecret creates a secret from value, or generates one when value is
 // empty; a generated value is returned, once.
 func (s *Service) CreateSecret(ctx context.Context, name string, value []byte, urlSafe bool) (*factory.Secret, []byte, error) {
-	unlock := s.lock()
-	sec, gen, err := secrets.Create(s.Store, s.Keyring, name, value, urlSafe, time.Now().UTC())
-	unlock()
-	if err != nil {
-		return nil, nil, secretError(err)
-	}
-	if s.SecretsChanged != nil {
-		s.SecretsChanged(ctx)
-	}
-	return sec, gen, nil
+	return s.putSecret(ctx, func(now time.Time) (*factory.Secret, []byte, error) {
+		return secrets.Create(s.Store, s.Keyring, name, value, urlSafe, now)
+	})
 }
 
 // RotateSecret replaces a secret's value (generated when value is empty).
 func (s *Service) RotateSecret(ctx context.Context, name string, value []byte) (*factory.Secret, []byte, error) {
+	return s.putSecret(ctx, func(now time.Time) (*factory.Secret, []byte, error) {
+		return secrets.Rotate(s.Store, s.Keyring, name, value, now)
+	})
+}
+
+// putSecret writes a secret under the sync lock, then tells the server.
+func (s *Service) putSecret(ctx context.Context, put func(time.Time) (*factory.Secret, []byte, error)) (*factory.Secret, []byte, error) {
 	unlock := s.lock()
-	sec, gen, err := secrets.Rotate(s.Store, s.Keyring, name, value, time.Now().UTC())
+	sec, gen, err := put(time.Now().UTC())
 	unlock()
 	if err != nil {
 		return nil, nil, secretError(err)
