@@ -10,6 +10,7 @@ import (
 	"factory"
 
 	"factory/internal/schema"
+	"factory/internal/trigger"
 )
 
 // Actions of a change (docs/spec/cli.md).
@@ -239,24 +240,22 @@ func (pl *planner) selectorsOf() {
 	unchecked := map[string]firstUse{}
 	var uncheckedOrder []string
 	for _, a := range pl.d.Automations {
-		for ti, t := range a.Triggers {
-			for i, uid := range t.Filter.WebhookIDs {
-				ptr := fmt.Sprintf("/triggers/%d/filter/webhook_ids/%d", ti, i)
-				pl.selectors[uid] = append(pl.selectors[uid], a.Key)
-				switch {
-				case p.Stateless:
-					if _, seen := unchecked[uid]; !seen {
-						unchecked[uid] = firstUse{a.Doc, ptr}
-						uncheckedOrder = append(uncheckedOrder, uid)
-					}
-				case pl.liveAfter[uid] != "":
-				case pl.goneAfter[uid] != "":
-					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
-						fmt.Sprintf("%s is %s: this trigger will not fire for it", uid, pl.goneAfter[uid])))
-				default:
-					p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Error, ptr,
-						fmt.Sprintf("no webhook of factory %q has UID %s (factory status lists them; a new webhook gets its UID when it first applies)", p.Factory, uid)))
+		for _, ref := range trigger.WebhookRefs(a.Triggers) {
+			uid, ptr := ref.UID, ref.Pointer
+			pl.selectors[uid] = append(pl.selectors[uid], a.Key)
+			switch {
+			case p.Stateless:
+				if _, seen := unchecked[uid]; !seen {
+					unchecked[uid] = firstUse{a.Doc, ptr}
+					uncheckedOrder = append(uncheckedOrder, uid)
 				}
+			case pl.liveAfter[uid] != "":
+			case pl.goneAfter[uid] != "":
+				p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Warning, ptr,
+					fmt.Sprintf("%s is %s: this trigger will not fire for it", uid, pl.goneAfter[uid])))
+			default:
+				p.Diagnostics = append(p.Diagnostics, a.Doc.Diag(schema.Error, ptr,
+					fmt.Sprintf("no webhook of factory %q has UID %s (factory status lists them; a new webhook gets its UID when it first applies)", p.Factory, uid)))
 			}
 		}
 	}

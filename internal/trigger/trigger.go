@@ -95,6 +95,27 @@ func (s *Set) Match(ev Event) bool {
 	return false
 }
 
+// Ref is a trigger's reference to a webhook, where the definition says it.
+type Ref struct {
+	UID     string
+	Pointer string // JSON pointer into the automation's front matter
+}
+
+// WebhookRefs lists every webhook reference of some triggers, in order:
+// what a plan checks against the webhooks that exist.
+func WebhookRefs(triggers []factory.Trigger) []Ref {
+	var out []Ref
+	for ti, t := range triggers {
+		if t.Provider != factory.ProviderWebhook {
+			continue
+		}
+		for i, uid := range t.Filter.WebhookIDs {
+			out = append(out, Ref{UID: uid, Pointer: fmt.Sprintf("/triggers/%d/filter/webhook_ids/%d", ti, i)})
+		}
+	}
+	return out
+}
+
 // WebhookUIDs lists the webhooks the triggers select, in order, each once.
 func (s *Set) WebhookUIDs() []string {
 	var out []string

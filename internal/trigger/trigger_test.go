@@ -109,3 +109,11 @@ func TestCompileNamesTheTrigger(t *testing.T) {
 		t.Fatalf("err = %v, want it to name trigger 2", err)
 	}
 }
+
+func TestWebhookRefs(t *testing.T) {
+	refs := trigger.WebhookRefs([]factory.Trigger{webhookTrigger("", hookA), {Provider: "schedule"}, webhookTrigger("", hookB, hookC)})
+	want := []trigger.Ref{{hookA, "/triggers/0/filter/webhook_ids/0"}, {hookB, "/triggers/2/filter/webhook_ids/0"}, {hookC, "/triggers/2/filter/webhook_ids/1"}}
+	if !slices.Equal(refs, want) {
+		t.Fatalf("refs = %v, want %v", refs, want)
+	}
+}
