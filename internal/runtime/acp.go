@@ -45,7 +45,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	}
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
 	cmd.Dir = t.Workspace
-	cmd.Env = append(append(os.Environ(), t.Env...), "FACTORY_RUN_ID="+t.RunID)
+	cmd.Env = agentEnv(t, "FACTORY_RUN_ID="+t.RunID)
 	toAgent, err := cmd.StdinPipe()
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}

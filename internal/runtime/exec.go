@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -47,7 +46,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
 	cmd.Dir = t.Workspace
 	cmd.Stdin = strings.NewReader(t.Prompt)
-	cmd.Env = append(append(os.Environ(), t.Env...),
+	cmd.Env = agentEnv(t,
 		"FACTORY_RUN_ID="+t.RunID,
 		"FACTORY_PROMPT_FILE="+t.PromptFile,
 		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir,

@@ -186,3 +186,28 @@ func TestExecCannotStart(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// TestAgentEnvironment: an agent gets PATH and the like, what its
+// environment grants, and its run's variables; never the rest of the
+// server's environment (the secrets key, operators' tokens). The attack:
+// a webhook-started run wrote FACTORY_SECRETS_KEY to a file.
+func TestAgentEnvironment(t *testing.T) {
+	t.Setenv("FACTORY_SECRETS_KEY", "the-master-key")
+	t.Setenv("SOME_OPERATOR_TOKEN", "ghp_secret")
+	t.Setenv("LANG", "C.UTF-8")
+	res, r, _ := turn(t, `env | sort`, func(tn *runtime.Turn) { tn.Env = []string{"GEMINI_API_KEY=granted"} })
+	if res.State != factory.StateSucceeded {
+		t.Fatalf("%+v", res)
+	}
+	got := strings.Join(r.list(), "\n")
+	for _, leak := range []string{"the-master-key", "FACTORY_SECRETS_KEY", "ghp_secret"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("the agent's environment has %q:\n%s", leak, got)
+		}
+	}
+	for _, want := range []string{"GEMINI_API_KEY=granted", "FACTORY_RUN_ID=run_1", "LANG=C.UTF-8", "PATH="} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the agent's environment lacks %q:\n%s", want, got)
+		}
+	}
+}

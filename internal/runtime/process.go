@@ -8,6 +8,29 @@ import (
 	"syscall"
 )
 
+// inheritedEnv are the variables of the server's environment that an agent
+// inherits: what programs need to run at all, nothing else. The server's
+// environment holds its own secrets (FACTORY_SECRETS_KEY, API keys of its
+// operators), and an agent acts on untrusted input (webhook payloads are
+// prompt injection waiting to happen), so anything else an agent needs,
+// its model's API key included, is granted by its environment's env
+// setting, by name (docs/agents-api.md).
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+	"LC_MESSAGES", "TZ", "TMPDIR", "TERM"}
+
+// agentEnv is an agent's environment: the inherited variables, then what
+// its environment grants, then the run's own (later ones win).
+func agentEnv(t Turn, run ...string) []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, t.Env...)
+	return append(env, run...)
+}
+
 // agentProcess is a started agent in its own process group. Its stdout and
 // stderr are plain pipes, not StdoutPipe: Wait then waits for the process
 // only, and output left by a process that outlives it is still read.
