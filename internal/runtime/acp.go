@@ -310,44 +310,69 @@ func (c *acpClient) RequestPermission(ctx context.Context, p acp.RequestPermissi
 	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
 }
 
-// inside resolves a path the agent asks for, refusing anything outside the
-// workspace.
+// inside turns a path the agent asks for into one relative to the
+// workspace, refusing any that lies outside it lexically. Symlinks are the
+// os.Root's to judge: it follows them only while they stay inside.
 func (c *acpClient) inside(path string) (string, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(c.workspace, path)
 	}
-	clean := filepath.Clean(path)
-	root, _ := filepath.EvalSymlinks(c.workspace)
-	real := clean
-	if r, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
-		real = filepath.Join(r, filepath.Base(clean))
+	path = filepath.Clean(path)
+	bases := []string{filepath.Clean(c.workspace)}
+	if real, err := filepath.EvalSymlinks(c.workspace); err == nil {
+		bases = append(bases, real)
 	}
-	if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
-		return "", fmt.Errorf("%s is outside the run's workspace", path)
+	for _, base := range bases {
+		if rel, err := filepath.Rel(base, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return rel, nil
+		}
 	}
-	return real, nil
+	return "", fmt.Errorf("%s is outside the run's workspace", path)
 }
+
+// root opens the workspace as an os.Root: every file operation through it
+// stays inside, whatever symlinks the agent made (in the last component
+// too, and dangling ones).
+func (c *acpClient) root() (*os.Root, error) { return os.OpenRoot(c.workspace) }
 
 func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
 	c.touch()
-	path, err := c.inside(p.Path)
+	rel, err := c.inside(p.Path)
 	if err != nil {
 		return acp.ReadTextFileResponse{}, err
 	}
-	b, err := os.ReadFile(path)
-	return acp.ReadTextFileResponse{Content: string(b)}, err
+	root, err := c.root()
+	if err != nil {
+		return acp.ReadTextFileResponse{}, err
+	}
+	defer root.Close()
+	b, err := root.ReadFile(rel)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
+	}
+	return acp.ReadTextFileResponse{Content: string(b)}, nil
 }
 
 func (c *acpClient) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
 	c.touch()
-	path, err := c.inside(p.Path)
+	rel, err := c.inside(p.Path)
 	if err != nil {
 		return acp.WriteTextFileResponse{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	root, err := c.root()
+	if err != nil {
 		return acp.WriteTextFileResponse{}, err
 	}
-	return acp.WriteTextFileResponse{}, os.WriteFile(path, []byte(p.Content), 0o644)
+	defer root.Close()
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return acp.WriteTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
+		}
+	}
+	if err := root.WriteFile(rel, []byte(p.Content), 0o644); err != nil {
+		return acp.WriteTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
+	}
+	return acp.WriteTextFileResponse{}, nil
 }
 
 var errNoTerminals = errors.New("terminals are not offered to agents by this server")
