@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -52,11 +53,53 @@ type Source struct {
 	clone atomic.Int64
 }
 
+// String names the source for logs, status and the API: the URL with any
+// credential in it redacted.
 func (s *Source) String() string {
+	u := Redact(s.URL)
 	if s.Ref == "" {
-		return s.URL
+		return u
 	}
-	return s.URL + "@" + s.Ref
+	return u + "@" + s.Ref
+}
+
+// Redact hides the credential of a URL: its password, and on http(s) its
+// user too (https://TOKEN@host/repo is how tokens are often given). An SSH
+// user (git@host:repo) is not a secret and stays.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, hasPassword := u.User.Password(); hasPassword {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else if u.Scheme == "http" || u.Scheme == "https" {
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+// redacted is an error whose text has the source's URL redacted: the git
+// library's errors may quote the URL, credential included.
+type redacted struct {
+	err       error
+	url, safe string
+}
+
+func (e *redacted) Error() string { return strings.ReplaceAll(e.err.Error(), e.url, e.safe) }
+func (e *redacted) Unwrap() error { return e.err }
+
+// Fetch returns the revision the ref points at. Its errors never show the
+// URL's credential.
+func (s *Source) Fetch(ctx context.Context) (*reconciler.Snapshot, error) {
+	snap, err := s.fetch(ctx)
+	if err != nil {
+		if safe := Redact(s.URL); safe != s.URL {
+			return nil, &redacted{err: err, url: s.URL, safe: safe}
+		}
+		return nil, err
+	}
+	return snap, nil
 }
 
 // Clones counts the clones made so far (an unchanged head makes none).
@@ -70,8 +113,7 @@ func IsGitURL(s string) bool {
 	return regexp.MustCompile(`^([a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:)`).MatchString(s) || strings.HasSuffix(s, ".git")
 }
 
-// Fetch returns the revision the ref points at.
-func (s *Source) Fetch(ctx context.Context) (*reconciler.Snapshot, error) {
+func (s *Source) fetch(ctx context.Context) (*reconciler.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	auth, err := s.auth()

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/gitsource/gittest"
+	"factory/internal/store"
 )
 
 func TestFetchBranchTagCommit(t *testing.T) {
@@ -98,5 +100,53 @@ func TestIsGitURL(t *testing.T) {
 		if gitsource.IsGitURL(s) != want {
 			t.Errorf("IsGitURL(%q) = %v", s, !want)
 		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:tok3n@github.com/acme/factory.git": "https://user:xxxxx@github.com/acme/factory.git",
+		"https://ghp_tok3n@github.com/acme/factory.git":  "https://xxxxx@github.com/acme/factory.git",
+		"https://github.com/acme/factory.git":            "https://github.com/acme/factory.git",
+		"ssh://git@github.com/acme/factory.git":          "ssh://git@github.com/acme/factory.git",
+		"ssh://git:tok3n@github.com/acme/factory.git":    "ssh://git:xxxxx@github.com/acme/factory.git",
+		"git@github.com:acme/factory.git":                "git@github.com:acme/factory.git",
+		"file:///srv/factory.git":                        "file:///srv/factory.git",
+	} {
+		if got := gitsource.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCredentialsNeverShown: a token in a git URL shows neither in the
+// source's name nor in its errors, and so neither in the factory's status
+// nor in the server's log. The attack: https://user:token@host/repo was
+// logged in source= and err=, and returned as source to runs-scoped keys.
+func TestCredentialsNeverShown(t *testing.T) {
+	const token = "s3cret-t0ken"
+	src := &gitsource.Source{URL: "http://user:" + token + "@127.0.0.1:1/acme/factory.git", Ref: "main"}
+	if strings.Contains(src.String(), token) {
+		t.Fatalf("String() = %q", src.String())
+	}
+	_, err := src.Fetch(context.Background())
+	if err == nil || strings.Contains(err.Error(), token) {
+		t.Fatalf("Fetch error: %v", err)
+	}
+	s, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ap := &reconciler.Applier{Store: s}
+	if _, _, err := ap.Sync(context.Background(), "acme", src); err == nil {
+		t.Fatal("a sync from a closed port succeeded")
+	}
+	f, err := s.Factory("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(f.Source, token) || strings.Contains(f.Error, token) || !strings.Contains(f.Source, "xxxxx") {
+		t.Fatalf("the factory's record shows the credential: source %q, error %q", f.Source, f.Error)
 	}
 }
