@@ -101,6 +101,29 @@ type CreateRequest struct {
 	IdleTimeout                          time.Duration
 }
 
+// ErrAttachmentName is the error of an attachment name a workspace cannot
+// hold as given.
+var ErrAttachmentName = errors.New("attachment name")
+
+// CheckAttachmentName accepts a name that the workspace holds as given: a
+// plain file name (no folder, not . or ..), without control characters
+// (NUL included), at most 255 bytes, and none of the names the workspace
+// itself uses (PROMPT.md, attachments/): an attachment never overwrites
+// the prompt.
+func CheckAttachmentName(name string) error {
+	switch {
+	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\"):
+		return fmt.Errorf("%w: %q is not a plain file name", ErrAttachmentName, name)
+	case len(name) > 255:
+		return fmt.Errorf("%w: %q is over 255 bytes", ErrAttachmentName, name)
+	case strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return fmt.Errorf("%w: %q has a control character", ErrAttachmentName, name)
+	case name == "PROMPT.md" || name == "attachments":
+		return fmt.Errorf("%w: %q is reserved: the workspace uses it", ErrAttachmentName, name)
+	}
+	return nil
+}
+
 // AttachmentData is an attachment's name, type and content.
 type AttachmentData struct {
 	Name, MimeType string
@@ -219,11 +242,16 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 	if r.Title == "" {
 		r.Title = titleOf(req.Prompt)
 	}
+	seen := map[string]bool{}
 	for _, a := range req.Attachments {
-		name := filepath.Base(a.Name)
-		if name == "." || name == "/" || name == ".." || name != a.Name {
-			return nil, false, fmt.Errorf("attachment name %q is not a file name", a.Name)
+		name := a.Name
+		if err := CheckAttachmentName(name); err != nil {
+			return nil, false, err
 		}
+		if seen[name] {
+			return nil, false, fmt.Errorf("%w: %q is given twice", ErrAttachmentName, name)
+		}
+		seen[name] = true
 		b.PutRunAttachment(r.ID, name, a.Data)
 		r.Attachments = append(r.Attachments, factory.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
 	}

@@ -10,7 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,9 +228,12 @@ func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, er
 		if err != nil {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].data: must be base64", i))
 		}
-		name := filepath.Base(a.FileName)
-		if a.FileName == "" || name != a.FileName || name == "." || name == ".." {
-			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name", i))
+		name := a.FileName
+		if err := runtime.CheckAttachmentName(name); err != nil {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name: %v", i, err))
+		}
+		if slices.ContainsFunc(out, func(d runtime.AttachmentData) bool { return d.Name == name }) {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: %q is given twice", i, name))
 		}
 		if len(data) > maxAttachmentSize {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))

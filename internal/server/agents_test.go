@@ -494,3 +494,25 @@ func TestPagingWhileRunsChange(t *testing.T) {
 		t.Fatalf("cancelled runs: %d", len(ids))
 	}
 }
+
+// TestAttachmentNamesRefused: names that pass a naive check but would break
+// the run are refused at create. The attack: attachments, PROMPT.md
+// (silently overwritten) and names with NUL were accepted, and the run then
+// ended ERROR.
+func TestAttachmentNamesRefused(t *testing.T) {
+	h := runsServer(t, 1, `true`)
+	data := base64.StdEncoding.EncodeToString([]byte("x"))
+	for _, names := range [][]string{{"PROMPT.md"}, {"attachments"}, {"a\x00b"}, {"tab\there"}, {"a\\b"}, {strings.Repeat("n", 256)}, {"same.txt", "same.txt"}} {
+		var atts []map[string]string
+		for _, n := range names {
+			atts = append(atts, map[string]string{"file_name": n, "data": data})
+		}
+		status, b := call(t, h, "POST", "/v1/agent/runs", map[string]any{"prompt": "x", "attachments": atts})
+		if status != 400 || !strings.Contains(string(b), "file_name") {
+			t.Errorf("%q: %d %s, want 400 naming file_name", names, status, b)
+		}
+	}
+	if id := createRun(t, h, map[string]any{"prompt": "x", "attachments": []map[string]string{{"file_name": "event-payload.json", "data": data}}}); id == "" {
+		t.Fatal("a plain name is refused")
+	}
+}
