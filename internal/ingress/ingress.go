@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -246,9 +247,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	// 6. JSON: an object, array or scalar; Content-Type is not enforced.
+	// RFC 8259 §8.1: JSON exchanged between systems is UTF-8; a body that
+	// is not would be stored and served back as bytes strict clients
+	// cannot decode.
 	if !validJSON(body) {
 		release()
 		return q.reject(factory.LabelRejectedJSON, "the body is not valid JSON", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON"))
+	}
+	if !utf8.Valid(body) {
+		release()
+		return q.reject(factory.LabelRejectedJSON, "the body is not UTF-8", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON: it is not UTF-8 (RFC 8259)"))
 	}
 
 	// 7 and 8. Duplicate or accepted.

@@ -389,3 +389,22 @@ func TestDeliveryLogPaging(t *testing.T) {
 		t.Fatal("limit 501 accepted")
 	}
 }
+
+// TestIngressRefusesNonUTF8: JSON is UTF-8 (RFC 8259); a body that is not
+// is refused and keeps no payload. The attack: "\xff\xfe" got 202 and was
+// echoed raw by the deliveries API.
+func TestIngressRefusesNonUTF8(t *testing.T) {
+	h, _ := ingressFactory(t)
+	tok := h.hook("tok")
+	bearer := "Bearer " + tok.secret
+	for _, body := range []string{"\"\xff\xfe\"", "{\"a\":\"caf\xe9\"}", "[\"\xed\xa0\x80\"]"} {
+		a := post(t, tok.url, "", body, "Authorization", bearer)
+		if a.status != 400 || !strings.Contains(a.body, "UTF-8") {
+			t.Errorf("%q: %d %s, want 400 naming UTF-8", body, a.status, a.body)
+		}
+		if log := h.log(tok.uid); log[0].Label != factory.LabelRejectedJSON {
+			t.Errorf("%q: logged %s", body, log[0].Label)
+		}
+	}
+	deliveryID(t, post(t, tok.url, "", `{"name":"café ☕"}`, "Authorization", bearer))
+}
