@@ -20,6 +20,12 @@ const (
 	MaxWebhooksPerFactory = 20
 	// MaxDefinitionFileBytes: docs/spec/definitions.md "a file over 1 MiB" is refused.
 	MaxDefinitionFileBytes = 1 << 20
+	// MaxRevisionFiles and MaxRevisionBytes bound one revision of a
+	// factory repository in all: a commit of many large files cannot make
+	// a reader hold more (the per-file limit alone allowed 300 files of
+	// 1 MiB, 523 MB of memory to dry-run).
+	MaxRevisionFiles = 5_000
+	MaxRevisionBytes = 32 << 20
 	// MaxYAMLNodes bounds a YAML document after alias expansion, so that an
 	// alias bomb is refused before it is expanded (docs/spec/definitions.md).
 	MaxYAMLNodes = 100_000

@@ -31,6 +31,40 @@ type Snapshot struct {
 	Diagnostics schema.Diagnostics
 }
 
+// Budget counts what the readers of one revision have taken, and refuses a
+// file that would take the revision over MaxRevisionFiles or
+// MaxRevisionBytes, before it is read. Once refused, every later file is
+// too; the first refusal is the one reported.
+type Budget struct {
+	mu       sync.Mutex
+	files    int
+	bytes    int64
+	exceeded bool
+}
+
+// Take books one file of size bytes. It returns the error to report (the
+// first time the budget is exceeded), and whether the file may be read.
+func (b *Budget) Take(size int64) (report error, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.exceeded {
+		return nil, false
+	}
+	switch {
+	case b.files+1 > factory.MaxRevisionFiles:
+		report = fmt.Errorf("the revision holds more than %d definition files, the limit", factory.MaxRevisionFiles)
+	case b.bytes+size > factory.MaxRevisionBytes:
+		report = fmt.Errorf("the revision's definition files are over %d MiB in all, the limit", factory.MaxRevisionBytes>>20)
+	}
+	if report != nil {
+		b.exceeded = true
+		return report, false
+	}
+	b.files++
+	b.bytes += size
+	return nil, true
+}
+
 // Source fetches the current revision of a factory repository.
 type Source interface {
 	// Fetch reads the repository. An error means the source could not be
@@ -66,7 +100,7 @@ func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("read factory source %s: not a directory", d.Root)
 	}
 	snap := &Snapshot{Files: map[string][]byte{}}
-	r := dirReader{root: root, snap: snap}
+	r := dirReader{root: root, snap: snap, budget: &Budget{}}
 	r.file(factory.SettingsFile, true)
 	for _, dir := range factory.DefinitionDirs {
 		if err := ctx.Err(); err != nil {
@@ -79,8 +113,9 @@ func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
 }
 
 type dirReader struct {
-	root string
-	snap *Snapshot
+	root   string
+	snap   *Snapshot
+	budget *Budget // shared by the readers of one revision
 }
 
 func (r *dirReader) problem(rel, msg string) {
@@ -133,7 +168,7 @@ func (r *dirReader) dir(rel string) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				parts[i] = dirReader{root: r.root, snap: &Snapshot{Files: map[string][]byte{}}}
+				parts[i] = dirReader{root: r.root, snap: &Snapshot{Files: map[string][]byte{}}, budget: r.budget}
 				parts[i].file(names[i], false)
 			}
 		}()
@@ -185,6 +220,12 @@ func (r *dirReader) file(rel string, optional bool) {
 	}
 	if fi.Size() > factory.MaxDefinitionFileBytes {
 		r.problem(rel, fmt.Sprintf("file is %d bytes; the limit is 1 MiB", fi.Size()))
+		return
+	}
+	if report, ok := r.budget.Take(fi.Size()); !ok {
+		if report != nil {
+			r.problem(rel, report.Error())
+		}
 		return
 	}
 	f, err := os.Open(full)

@@ -233,7 +233,7 @@ func (s *Source) read(ctx context.Context, auth transport.AuthMethod, hash plumb
 	if refName != "" && refName != plumbing.HEAD {
 		snap.Revision = refName.Short() + "@sha1:" + hash.String()
 	}
-	r := treeReader{repo: repo, tree: tree, snap: snap}
+	r := treeReader{repo: repo, tree: tree, snap: snap, budget: &reconciler.Budget{}}
 	r.file(factory.SettingsFile, true)
 	for _, dir := range factory.DefinitionDirs {
 		r.dir(dir.Dir)
@@ -242,9 +242,10 @@ func (s *Source) read(ctx context.Context, auth transport.AuthMethod, hash plumb
 }
 
 type treeReader struct {
-	repo *git.Repository
-	tree *object.Tree
-	snap *reconciler.Snapshot
+	repo   *git.Repository
+	tree   *object.Tree
+	snap   *reconciler.Snapshot
+	budget *reconciler.Budget
 }
 
 func (r *treeReader) problem(rel, msg string) {
@@ -310,14 +311,35 @@ func (r *treeReader) file(name string, optional bool) {
 			r.problem(name, "not a regular file (a submodule?)")
 			return
 		}
-		b, err := r.blob(entry.Hash, factory.MaxDefinitionFileBytes)
+		b, err := r.budgeted(name, entry.Hash)
 		if err != nil {
 			r.problem(name, err.Error())
 			return
 		}
-		r.snap.Files[name] = b
+		if b != nil {
+			r.snap.Files[name] = b
+		}
 		return
 	}
+}
+
+// budgeted reads a definition's blob if the revision's budget allows it:
+// nil without an error when an earlier file exceeded it.
+func (r *treeReader) budgeted(name string, h plumbing.Hash) ([]byte, error) {
+	obj, err := r.repo.BlobObject(h)
+	if err != nil {
+		return nil, err
+	}
+	if obj.Size <= factory.MaxDefinitionFileBytes {
+		if report, ok := r.budget.Take(obj.Size); !ok {
+			return nil, report
+		}
+	}
+	b, err := r.blob(h, factory.MaxDefinitionFileBytes)
+	if err == nil && b == nil {
+		b = []byte{}
+	}
+	return b, err
 }
 
 // blob reads a blob, refusing one over limit bytes before reading it.
