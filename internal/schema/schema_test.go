@@ -193,3 +193,30 @@ func TestSchemasCompileAndPrint(t *testing.T) {
 		t.Fatalf("server config: %v", ds)
 	}
 }
+
+// TestAliasBombBytes: a 100 KB "string alias bomb" passes a limit that
+// counts values, not bytes; it is refused before anything expands it,
+// pointing at the alias that takes it over. The attack: reconcile
+// --dry-run reached 3.6 GB and died; a server watching the directory died
+// within 25 s, and again on restart.
+func TestAliasBombBytes(t *testing.T) {
+	bomb := "name: x\ndescription: &a \"" + strings.Repeat("A", 100_000) + "\"\n" +
+		"y: &b [" + strings.TrimSuffix(strings.Repeat("*a, ", 100), ", ") + "]\n" +
+		"z: &c [" + strings.TrimSuffix(strings.Repeat("*b, ", 50), ", ") + "]\n"
+	for _, k := range []schema.Kind{schema.KindWebhook, schema.KindFactory} {
+		_, ds := schema.ValidateDocument("webhooks/bomb.yaml", []byte(bomb), k)
+		if len(ds) != 1 || ds[0].String() != "webhooks/bomb.yaml:3:172: document too large: with alias *a it expands to more than 4194304 bytes" {
+			t.Errorf("%s: %v", k, ds)
+		}
+	}
+	// An ampersand in plain text is no anchor: such a file still parses.
+	w, ds := schema.ParseWebhook("webhooks/a.yaml", "a", []byte("description: builds & deploys\n"))
+	if len(ds) > 0 || w.Description != "builds & deploys" {
+		t.Fatalf("%v %+v", ds, w)
+	}
+	// Aliases within the limits still work.
+	w, ds = schema.ParseWebhook("webhooks/b.yaml", "b", []byte("name: &n hooks\ndescription: *n\n"))
+	if len(ds) > 0 || w.Description != "hooks" {
+		t.Fatalf("%v %+v", ds, w)
+	}
+}

@@ -29,7 +29,11 @@ var documentMarker = regexp.MustCompile(`\n(---|\.\.\.)([ \t\r]|\n|$)`)
 // if a warning asks for one. Anything else takes the slow path, which
 // parses for positions and reports every problem with its line.
 func parse(file string, data []byte, lineOffset int, k Kind) (any, *Document, Diagnostics) {
-	if fast := fastSchema(k); fast != nil && utf8.Valid(data) && !documentMarker.Match(data) {
+	// The fast path converts with sigs.k8s.io/yaml, which expands aliases
+	// as it goes: only a document that defines no anchor (no '&' at all)
+	// may take it. Others are measured node by node first (checkNodes), so
+	// that an alias bomb is refused before anything expands it.
+	if fast := fastSchema(k); fast != nil && utf8.Valid(data) && !documentMarker.Match(data) && !bytes.ContainsRune(data, '&') {
 		if js, err := k8syaml.YAMLToJSONStrict(data); err == nil {
 			if v, err := decodeJSON(js); err == nil {
 				if v == nil {
@@ -126,50 +130,93 @@ func invalidUTF8Line(b []byte) int {
 }
 
 // checkNodes refuses duplicate mapping keys (pointing at the second one) and
-// documents whose aliases expand beyond factory.MaxYAMLNodes. Sizes are
-// memoised per node, so a bomb is measured without being expanded.
+// documents whose aliases expand beyond factory.MaxYAMLNodes values or
+// maxExpandedBytes bytes (pointing at the alias that takes it over). Sizes
+// are memoised per node, so a bomb is measured without being expanded.
 func checkNodes(doc *Document, root *yaml.Node) Diagnostics {
-	var ds Diagnostics
-	sizes := map[*yaml.Node]int{}
-	var size func(n *yaml.Node, depth int) int
-	size = func(n *yaml.Node, depth int) int {
-		if s, ok := sizes[n]; ok {
-			return s
-		}
-		if depth > 200 {
-			return factory.MaxYAMLNodes + 1
-		}
-		sizes[n] = factory.MaxYAMLNodes + 1 // a cycle counts as too large
-		s := 1
-		if n.Kind == yaml.AliasNode && n.Alias != nil {
-			s = size(n.Alias, depth+1)
-		}
-		if n.Kind == yaml.MappingNode {
-			seen := map[string]bool{}
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k := n.Content[i]
-				if k.Kind == yaml.ScalarNode {
-					if seen[k.Value] {
-						line, col := doc.at(k)
-						ds = append(ds, Diagnostic{File: doc.File, Line: line, Column: col,
-							Message: fmt.Sprintf("duplicate key %q", k.Value), Severity: Error})
-					}
-					seen[k.Value] = true
-				}
-			}
-		}
-		for _, c := range n.Content {
-			s += size(c, depth+1)
-			if s > factory.MaxYAMLNodes {
-				break
-			}
-		}
-		sizes[n] = s
-		return s
-	}
-	if size(root, 0) > factory.MaxYAMLNodes {
-		return append(ds, Diagnostic{File: doc.File, Line: doc.lineOffset + 1, Column: 1,
+	m := &nodeMeter{doc: doc, sizes: map[*yaml.Node]nodeSize{}}
+	total := m.size(root, 0)
+	switch {
+	case m.culprit != nil:
+		line, col := doc.at(m.culprit)
+		return append(m.ds, Diagnostic{File: doc.File, Line: line, Column: col,
+			Message: fmt.Sprintf("document too large: with alias *%s it expands to more than %d bytes", m.culprit.Value, maxExpandedBytes), Severity: Error})
+	case total.bytes > maxExpandedBytes:
+		return append(m.ds, Diagnostic{File: doc.File, Line: doc.lineOffset + 1, Column: 1,
+			Message: fmt.Sprintf("document too large: it expands to more than %d bytes", maxExpandedBytes), Severity: Error})
+	case total.nodes > factory.MaxYAMLNodes:
+		return append(m.ds, Diagnostic{File: doc.File, Line: doc.lineOffset + 1, Column: 1,
 			Message: fmt.Sprintf("document too large: its aliases expand to more than %d values", factory.MaxYAMLNodes), Severity: Error})
 	}
-	return ds
+	return m.ds
+}
+
+// maxExpandedBytes bounds a document after alias expansion, in bytes: the
+// node limit counts values, and 100 aliases of one 100 KB string are few
+// values but 10 MB. A document without aliases is at most its file's size.
+const maxExpandedBytes = 4 * factory.MaxDefinitionFileBytes
+
+// nodeSize is a node's size once its aliases are expanded.
+type nodeSize struct {
+	nodes int
+	bytes int64
+}
+
+func (s nodeSize) over() bool { return s.nodes > factory.MaxYAMLNodes || s.bytes > maxExpandedBytes }
+
+// nodeMeter measures nodes, reporting duplicate keys on the way and the
+// first alias that takes its container over the byte limit.
+type nodeMeter struct {
+	doc     *Document
+	sizes   map[*yaml.Node]nodeSize
+	ds      Diagnostics
+	culprit *yaml.Node
+}
+
+var tooLarge = nodeSize{nodes: factory.MaxYAMLNodes + 1, bytes: maxExpandedBytes + 1}
+
+func (m *nodeMeter) size(n *yaml.Node, depth int) nodeSize {
+	if s, ok := m.sizes[n]; ok {
+		return s
+	}
+	if depth > 200 {
+		return tooLarge
+	}
+	m.sizes[n] = tooLarge // a cycle counts as too large
+	s := nodeSize{nodes: 1, bytes: int64(len(n.Value)) + 1}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		s = m.size(n.Alias, depth+1)
+	}
+	if n.Kind == yaml.MappingNode {
+		m.duplicateKeys(n)
+	}
+	for _, c := range n.Content {
+		cs := m.size(c, depth+1)
+		s.nodes += cs.nodes
+		s.bytes += cs.bytes
+		if s.bytes > maxExpandedBytes && c.Kind == yaml.AliasNode && m.culprit == nil {
+			m.culprit = c // the alias that takes its container over
+		}
+		if s.over() {
+			break
+		}
+	}
+	m.sizes[n] = s
+	return s
+}
+
+func (m *nodeMeter) duplicateKeys(n *yaml.Node) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
+		if seen[k.Value] {
+			line, col := m.doc.at(k)
+			m.ds = append(m.ds, Diagnostic{File: m.doc.File, Line: line, Column: col,
+				Message: fmt.Sprintf("duplicate key %q", k.Value), Severity: Error})
+		}
+		seen[k.Value] = true
+	}
 }
