@@ -15,6 +15,7 @@ type Document struct {
 	File       string
 	root       *yaml.Node
 	lineOffset int // lines of the file before the YAML text (front matter)
+	lines      int // lines of the YAML text
 
 	// A document that passed validation is parsed for positions only when
 	// one is asked for (a warning): most never are.
@@ -62,7 +63,30 @@ func (d *Document) at(n *yaml.Node) (int, int) {
 	if n == nil || n.Line == 0 {
 		return d.lineOffset + 1, 1
 	}
+	if d.lines > 0 && n.Line > d.lines {
+		// The parser places the implicit value of a document that ends
+		// right after "---" on the line after it, which the file lacks.
+		return d.lineOffset + d.lines, 1
+	}
 	return n.Line + d.lineOffset, n.Column
+}
+
+// countLines counts lines as the YAML parser does: \n, \r\n and a lone
+// \r each end one.
+func countLines(b []byte) int {
+	n := 1
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			n++
+		case '\r':
+			if i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+			n++
+		}
+	}
+	return n
 }
 
 // walk follows a JSON pointer and returns the deepest node reached and, when
@@ -116,5 +140,5 @@ func ParseDocument(file string, data []byte) (*Document, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, err
 	}
-	return &Document{File: file, root: &root}, nil
+	return &Document{File: file, root: &root, lines: countLines(data)}, nil
 }

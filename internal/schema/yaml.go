@@ -40,7 +40,7 @@ func parse(file string, data []byte, lineOffset int, k Kind) (any, *Document, Di
 					v = map[string]any{}
 				}
 				if fast.valid(v) {
-					return v, &Document{File: file, lineOffset: lineOffset, lazy: data}, nil
+					return v, &Document{File: file, lineOffset: lineOffset, lines: countLines(data), lazy: data}, nil
 				}
 			}
 		}
@@ -72,7 +72,7 @@ func decodeJSON(js []byte) (any, error) {
 // with an exact position), and sigs.k8s.io/yaml does the YAML→JSON
 // conversion with the same semantics as Kubernetes and Flux tooling.
 func decodeYAML(file string, data []byte, lineOffset int) (any, *Document, Diagnostics) {
-	doc := &Document{File: file, lineOffset: lineOffset}
+	doc := &Document{File: file, lineOffset: lineOffset, lines: countLines(data)}
 	if !utf8.Valid(data) {
 		return nil, doc, Diagnostics{{File: file, Line: lineOffset + invalidUTF8Line(data), Column: 1,
 			Message: "file is not valid UTF-8", Severity: Error}}
