@@ -43,7 +43,7 @@ func TestLimiter(t *testing.T) {
 	if wait, full := l.full("other", t0); full || wait != 0 {
 		t.Fatal("another key is full")
 	}
-	l.add("idle", t0)
+	l.reserve("idle", t0)
 	l.full("x", t0.Add(3*time.Minute))
 	if len(l.keys) != 0 {
 		t.Fatalf("idle keys kept: %v", len(l.keys))

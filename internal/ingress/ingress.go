@@ -206,7 +206,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
 	}
 	authFailed := func(reason string) error {
-		h.failed.add(failKey, now)
+		// The check above happens before the body is read, the failure
+		// after: concurrent requests could all pass the check. Taking the
+		// slot is atomic, so at most the budget's failures are answered
+		// 401 (and logged); the rest are throttled.
+		if _, wait, ok := h.failed.reserve(failKey, now); !ok {
+			h.throttled.WithLabelValues(uid, "failed_auth").Inc()
+			return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
+		}
 		return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
 	}
 	tooLarge := func(err error) error {

@@ -61,16 +61,6 @@ func (l *limiter) full(key string, now time.Time) (time.Duration, bool) {
 	return ts[len(ts)-l.limit].Add(l.window).Sub(now), true
 }
 
-// add records an event.
-func (l *limiter) add(key string, now time.Time) {
-	if l.limit <= 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.keys[key] = append(l.prune(key, now), now)
-}
-
 // reserve takes a slot if one is free; release gives it back (for a
 // request refused after all). Concurrent requests cannot overshoot.
 func (l *limiter) reserve(key string, now time.Time) (release func(), retry time.Duration, ok bool) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -9,10 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -407,4 +410,59 @@ func TestIngressRefusesNonUTF8(t *testing.T) {
 		}
 	}
 	deliveryID(t, post(t, tok.url, "", `{"name":"café ☕"}`, "Authorization", bearer))
+}
+
+// TestFailedAuthBudgetUnderConcurrency: 40 connections send their headers,
+// pause, then finish with a wrong signature; at most the budget's 10 are
+// answered 401, the rest 429. The attack: the check happened before the
+// body was read and the count after, so 40 × 401 and no 429.
+func TestFailedAuthBudgetUnderConcurrency(t *testing.T) {
+	h, _ := ingressFactory(t)
+	gh := h.hook("gh")
+	u, _ := url.Parse(gh.url)
+	const n = 40
+	body := `{"zen":"guess"}`
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nX-GitHub-Delivery: d-%d\r\nX-Hub-Signature-256: sha256=%064d\r\n\r\n",
+			u.Path, u.Host, len(body), i, i)
+		conns[i] = c
+	}
+	time.Sleep(300 * time.Millisecond) // every request has passed the budget's first check
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Write([]byte(body))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				statuses[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, s := range statuses {
+		count[s]++
+	}
+	if count[401] > factory.FailedAuthPerMinute || count[401]+count[429] != n {
+		t.Fatalf("answers %v: want at most %d × 401 and the rest 429", count, factory.FailedAuthPerMinute)
+	}
+	logged := 0
+	for _, d := range h.log(gh.uid) {
+		if d.Label == factory.LabelRejectedAuth {
+			logged++
+		}
+	}
+	if logged != count[401] {
+		t.Fatalf("%d failures logged for %d × 401", logged, count[401])
+	}
 }
