@@ -35,6 +35,11 @@ const (
 	DeliveriesPerMinute = 60
 	// FailedAuthPerMinute: docs/spec/ingress.md, the failed-auth budget per webhook and client.
 	FailedAuthPerMinute = 10
+	// RejectedPerMinute bounds the refused requests (401, 400, 413) each
+	// logged per webhook and client: past it a client is answered 429 and
+	// its refusals are counted, not logged, so that no sender can fill the
+	// disk or bury real deliveries in the log.
+	RejectedPerMinute = 30
 	// SignatureMaxAge: seed-spec §5.3 and §8, "Signature age accepted: 5 minutes".
 	SignatureMaxAge = 5 * time.Minute
 	// DeliveryLogKeep and DeliveryLogAge: seed-spec §6.5, "at least the most

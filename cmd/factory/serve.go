@@ -37,6 +37,7 @@ type serveOpts struct {
 	config, listen, publicURL string
 	interval                  time.Duration
 	rateLimit, failedAuth     int
+	rejectedLimit             int
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -73,6 +74,7 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
 	f.IntVar(&o.rateLimit, "ingress-rate-limit", 60, "deliveries per minute per webhook before 429 (-1: no limit)")
 	f.IntVar(&o.failedAuth, "ingress-failed-auth-limit", 10, "failed authentications per minute per webhook and client before 429")
+	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
 	return cmd
 }
 
@@ -133,7 +135,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
-		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth},
+		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
+		IngressRejectedPerMinute: o.rejectedLimit},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

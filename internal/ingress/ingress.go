@@ -54,6 +54,9 @@ type Config struct {
 	MaxBody             int64
 	PerMinute           int
 	FailedAuthPerMinute int
+	// RejectedPerMinute bounds the refusals logged per webhook and client
+	// (0: factory.RejectedPerMinute; below 0: no bound).
+	RejectedPerMinute int
 	// Accepted, when set, is handed each accepted delivery once it is on
 	// disk (to evaluate it now rather than at the next poll).
 	Accepted func(store.QueueItem)
@@ -61,11 +64,12 @@ type Config struct {
 
 // Handler serves webhook ingress.
 type Handler struct {
-	cfg     Config
-	rate    *limiter
-	failed  *limiter
-	targets atomic.Pointer[targets]
-	mu      sync.Mutex // rebuilding targets
+	cfg      Config
+	rate     *limiter
+	failed   *limiter
+	rejected *limiter
+	targets  atomic.Pointer[targets]
+	mu       sync.Mutex // rebuilding targets
 	// stripes serialise requests with the same identity. A request holds
 	// its stripe until its write is synced, so an unrelated request that
 	// hashes to the same stripe waits a whole sync: with 64 concurrent
@@ -77,6 +81,7 @@ type Handler struct {
 
 	deliveries *prometheus.CounterVec
 	throttled  *prometheus.CounterVec
+	unlogged   *prometheus.CounterVec
 }
 
 // New returns the ingress handler.
@@ -90,26 +95,34 @@ func New(cfg Config) *Handler {
 	if cfg.FailedAuthPerMinute == 0 {
 		cfg.FailedAuthPerMinute = factory.FailedAuthPerMinute
 	}
+	if cfg.RejectedPerMinute == 0 {
+		cfg.RejectedPerMinute = factory.RejectedPerMinute
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Handler{cfg: cfg,
-		rate:   newLimiter(max(cfg.PerMinute, 0), time.Minute),
-		failed: newLimiter(cfg.FailedAuthPerMinute, time.Minute),
+		rate:     newLimiter(max(cfg.PerMinute, 0), time.Minute),
+		failed:   newLimiter(cfg.FailedAuthPerMinute, time.Minute),
+		rejected: newLimiter(max(cfg.RejectedPerMinute, 0), time.Minute),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_total",
 			Help: "Webhook deliveries by webhook UID and log label.",
 		}, []string{"webhook", "label"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_throttled_total",
-			Help: "Webhook requests answered 429, by webhook UID and budget: rate or failed_auth.",
+			Help: "Webhook requests answered 429, by webhook UID and budget: rate, failed_auth or rejected.",
 		}, []string{"webhook", "budget"}),
+		unlogged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factory_deliveries_unlogged_total",
+			Help: "Refused webhook requests not logged one by one (the client was over its budget of refusals), by webhook UID and the label they would have had.",
+		}, []string{"webhook", "label"}),
 	}
 }
 
 // Collectors are the ingress's Prometheus metrics.
 func (h *Handler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.deliveries, h.throttled}
+	return []prometheus.Collector{h.deliveries, h.throttled, h.unlogged}
 }
 
 // target is a webhook as ingress needs it: its record, its secret and
@@ -175,8 +188,14 @@ type request struct {
 	size   int64
 }
 
-// reject logs a refused request and returns the error to answer.
+// reject logs a refused request and returns the error to answer. A client
+// over its budget of refusals is answered 429 instead, and the refusal is
+// counted, not logged.
 func (q *request) reject(label, reason string, err *problem.Error) error {
+	if _, wait, ok := q.h.rejected.reserve(q.rejectKey(), q.now); !ok {
+		q.h.unlogged.WithLabelValues(q.t.rec.UID, label).Inc()
+		return q.h.tooManyRefusals(q.t.rec.UID, wait)
+	}
 	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
@@ -184,6 +203,15 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 	}
 	q.h.deliveries.WithLabelValues(q.t.rec.UID, label).Inc()
 	return err
+}
+
+// rejectKey is the budget of refusals this request counts against: its
+// webhook and client.
+func (q *request) rejectKey() string { return q.t.rec.UID + "|" + q.client }
+
+func (h *Handler) tooManyRefusals(uid string, wait time.Duration) error {
+	h.throttled.WithLabelValues(uid, "rejected").Inc()
+	return &problem.Error{Code: problem.Unavailable, Message: "too many refused requests from this address; retry later", RetryAfter: retryAfter(wait)}
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
@@ -199,7 +227,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
 
-	// 2. The failed-auth budget of this webhook and client.
+	// 2. The budgets of this webhook and client: failed authentications,
+	// and refusals of any kind.
+	if wait, full := h.rejected.full(q.rejectKey(), now); full {
+		return h.tooManyRefusals(uid, wait)
+	}
 	failKey := uid + "|" + q.client
 	if wait, full := h.failed.full(failKey, now); full {
 		h.throttled.WithLabelValues(uid, "failed_auth").Inc()

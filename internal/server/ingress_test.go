@@ -466,3 +466,54 @@ func TestFailedAuthBudgetUnderConcurrency(t *testing.T) {
 		t.Fatalf("%d failures logged for %d × 401", logged, count[401])
 	}
 }
+
+// TestRefusalsAreBounded: a client that sends refused requests past its
+// budget is answered 429, and its refusals are counted, not logged. The
+// attack: 2,000 posts with Content-Length: 300000 and no body to a
+// signature webhook got 2,000 × 413 in 0.8 s, each logged and kept 7 days.
+func TestRefusalsAreBounded(t *testing.T) {
+	h, _ := ingressFactory(t)
+	gh := h.hook("gh")
+	u, _ := url.Parse(gh.url)
+	const n = 300
+	count := map[int]int{}
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 300000\r\n\r\n", u.Path, u.Host)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			count[resp.StatusCode]++
+			resp.Body.Close()
+		}
+		c.Close()
+	}
+	if count[413] != factory.RejectedPerMinute || count[429] != n-factory.RejectedPerMinute {
+		t.Fatalf("answers %v: want %d × 413, then 429", count, factory.RejectedPerMinute)
+	}
+	if logged := len(h.log(gh.uid)); logged != factory.RejectedPerMinute {
+		t.Fatalf("%d records logged, want %d", logged, factory.RejectedPerMinute)
+	}
+	want := fmt.Sprintf(`factory_deliveries_throttled_total{budget="rejected",webhook="%s"} %d`, gh.uid, n-factory.RejectedPerMinute)
+	if !strings.Contains(h.metrics(), want) {
+		t.Fatalf("metrics lack %q", want)
+	}
+	// Another client is not held back by it.
+	if a := post(t, gh.url, "127.0.0.2", `{}`); a.status != 401 {
+		t.Fatalf("another client: %d", a.status)
+	}
+}
+
+// metrics reads the server's metrics page.
+func (h *harness) metrics() string {
+	h.t.Helper()
+	resp, err := http.Get(h.url + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -42,8 +42,8 @@ type Config struct {
 	PublicURL string
 	Factories []FactorySource
 	// Ingress limits; zero values take the seed's (ingress.Config).
-	IngressPerMinute, IngressFailedAuthPerMinute int
-	IngressMaxBody                               int64
+	IngressPerMinute, IngressFailedAuthPerMinute, IngressRejectedPerMinute int
+	IngressMaxBody                                                         int64
 	// Runs executes runs; with it, accepted deliveries start the runs of
 	// the automations they match.
 	Runs *runtime.Manager
@@ -99,7 +99,8 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		accepted = s.eval.Queued
 	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
-		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute})
+		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
+		RejectedPerMinute: cfg.IngressRejectedPerMinute})
 	s.metrics.reg.MustRegister(s.ingress.Collectors()...)
 	for _, f := range cfg.Factories {
 		if f.Interval <= 0 {
