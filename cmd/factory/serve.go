@@ -38,6 +38,7 @@ type serveOpts struct {
 	interval                  time.Duration
 	rateLimit, failedAuth     int
 	rejectedLimit             int
+	metricsListen             string
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -46,7 +47,8 @@ func (a *app) serveCmd() *cobra.Command {
 		Use:   "serve --source DIR|GIT_URL | --config FILE",
 		Short: "Keep factories reconciled from their sources and serve the HTTP API",
 		Long: `Reconcile factories continuously and serve /healthz, /readyz, /metrics and the API on
-one listener. SIGINT or SIGTERM shut it down gracefully.
+one listener (/metrics needs an admin API key there; --metrics-listen serves it without one
+on an address of its own). SIGINT or SIGTERM shut it down gracefully.
 
 --source serves one factory: a directory, which is watched (a change is applied within
 a fraction of a second), or a git URL (https://, ssh:// or git@host:path), polled every
@@ -74,6 +76,7 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
 	f.IntVar(&o.rateLimit, "ingress-rate-limit", 60, "deliveries per minute per webhook before 429 (-1: no limit)")
 	f.IntVar(&o.failedAuth, "ingress-failed-auth-limit", 10, "failed authentications per minute per webhook and client before 429")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
 	return cmd
 }
@@ -134,9 +137,16 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
+	var ml net.Listener
+	if o.metricsListen != "" {
+		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
+		}
+	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -198,6 +199,8 @@ func serveBinary(b *testing.B, bin, dir string) (base string, stop func()) {
 			if resp, err := http.Get(info.URL + "/readyz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
+					key, _ := os.ReadFile(filepath.Join(data, "admin-api-key"))
+					adminKeys.Store(info.URL, strings.TrimSpace(string(key)))
 					return info.URL, stop
 				}
 			}
@@ -230,9 +233,20 @@ func medianP99(rs []wrkResult) time.Duration {
 	return p[len(p)/2]
 }
 
+// adminKeys holds the admin API key of each server started, by base URL.
+var adminKeys sync.Map
+
+func adminKeyOf(base string) string {
+	k, _ := adminKeys.Load(base)
+	s, _ := k.(string)
+	return s
+}
+
 // duplicates reads how many deliveries the server logged as duplicates.
 func duplicates(b *testing.B, base string) int {
-	resp, err := http.Get(base + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKeyOf(base))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -509,7 +509,9 @@ func TestRefusalsAreBounded(t *testing.T) {
 // metrics reads the server's metrics page.
 func (h *harness) metrics() string {
 	h.t.Helper()
-	resp, err := http.Get(h.url + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

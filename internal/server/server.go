@@ -47,6 +47,10 @@ type Config struct {
 	// Runs executes runs; with it, accepted deliveries start the runs of
 	// the automations they match.
 	Runs *runtime.Manager
+	// MetricsListener, when set, serves /metrics without an API key (for a
+	// scraper on a private address). On the main listener /metrics needs
+	// an admin key: it lists every webhook's UID, which is its ingress URL.
+	MetricsListener net.Listener
 }
 
 // Server serves the API and reconciles factories.
@@ -133,8 +137,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 
 	srv := &http.Server{Handler: s.metrics.instrument(s.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if ml := s.cfg.MetricsListener; ml != nil {
+		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- msrv.Serve(ml) }()
+		defer msrv.Close()
+		s.log.Info("serving metrics", "addr", ml.Addr().String())
+	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
 
 	runCtx, stopRunners := context.WithCancel(ctx)
@@ -361,7 +371,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.auth(factory.ScopeAdmin, func(w http.ResponseWriter, r *http.Request) error {
+		s.metrics.handler().ServeHTTP(w, r)
+		return nil
+	}))
 	// Webhook ingress: no version segment (seed-spec §9); only POST (other
 	// methods get 405 with Allow: POST from the mux).
 	mux.Handle("POST /webhooks/w/{uid}", s.ingress)

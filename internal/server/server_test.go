@@ -45,6 +45,12 @@ func start(t *testing.T, sources ...server.FactorySource) *harness {
 // startWith is start with a run manager made over the server's store.
 func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
+	return startConfigured(t, nil, runs, sources...)
+}
+
+// startConfigured is startWith with a change to the server's configuration.
+func startConfigured(t *testing.T, mod func(*server.Config), runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+	t.Helper()
 	data := t.TempDir()
 	s, err := store.Open(data)
 	if err != nil {
@@ -67,6 +73,9 @@ func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, s
 	cfg := server.Config{PublicURL: "http://" + ln.Addr().String(), Factories: sources}
 	if runs != nil {
 		cfg.Runs = runs(s, data)
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	srv := server.New(cfg, &reconciler.Applier{Store: s, Keyring: kr}, log)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,7 +133,9 @@ func webhookNames(st *factory.FactoryStatus) string {
 // metric reads one sample from /metrics.
 func (h *harness) metric(name, labels string) float64 {
 	h.t.Helper()
-	resp, err := http.Get(h.url + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -297,4 +308,41 @@ func TestAuth(t *testing.T) {
 
 func dirSource(name, root string) server.FactorySource {
 	return server.FactorySource{Name: name, Source: reconciler.DirSource{Root: root}, Interval: time.Hour}
+}
+
+// TestMetricsNeedAKey: /metrics lists every webhook's UID (its ingress URL),
+// so on the main listener it needs an admin key; a listener of its own
+// serves it without one. The attack: /metrics was public on the ingress
+// listener.
+func TestMetricsNeedAKey(t *testing.T) {
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startConfigured(t, func(c *server.Config) { c.MetricsListener = ml }, nil)
+	b := h.store.NewBatch()
+	b.PutAPIKey("fk_runs_only_0000000000000000000000000000", &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, CreatedAt: time.Now()})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int{"": 401, "fk_runs_only_0000000000000000000000000000": 403, adminKey: 200} {
+		req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("key %q: %v %v, want %d", key, err, resp.StatusCode, want)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get("http://" + ml.Addr().String() + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the metrics listener: %v %v", err, resp)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "factory_") {
+		t.Fatalf("the metrics listener serves no metrics: %.200s", body)
+	}
 }
