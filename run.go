@@ -63,6 +63,17 @@ type Run struct {
 	Turns int `json:"turns"`
 	// Events counts the run's timeline entries (the next one's number).
 	Events int `json:"event_count"`
+	// Process is the agent process of the turn in progress, so that a
+	// server that died under it can kill what is left at its next start.
+	Process *ProcessRef `json:"process,omitempty"`
+}
+
+// ProcessRef names a process group precisely enough to find it again: its
+// leader's PID and the leader's start time (in clock ticks since boot, as
+// /proc says it), which tell it from a later process with the same PID.
+type ProcessRef struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 }
 
 // Creator is who created a run.

@@ -24,6 +24,9 @@ type Turn struct {
 	// Timeout after this long in all. Zero means no limit.
 	IdleTimeout time.Duration
 	Timeout     time.Duration
+	// Started, when set, is told the agent's process group as soon as it
+	// has started (the manager records it durably).
+	Started func(pid int)
 }
 
 // Event is something the agent reported during a turn: a status message.

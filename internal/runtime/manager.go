@@ -158,6 +158,9 @@ func (m *Manager) recover() error {
 	}
 	for _, r := range runs {
 		if r.State == factory.StateInProgress {
+			if r.Process != nil && reap(*r.Process) {
+				m.cfg.Log.Warn("killed the processes left by a run the server's end interrupted", "run", r.ID, "pgid", r.Process.PID)
+			}
 			if err := m.finish(r.ID, Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}, true); err != nil {
 				return err
 			}
@@ -413,7 +416,8 @@ func (m *Manager) start(id string) (*factory.Run, Turn, error) {
 		}
 		ws := m.Workspace(r.ID)
 		turn = Turn{RunID: r.ID, Workspace: ws, Prompt: r.Prompt, PromptFile: filepath.Join(ws, "PROMPT.md"),
-			AttachmentsDir: filepath.Join(ws, "attachments"), IdleTimeout: m.idleTimeout(r)}
+			AttachmentsDir: filepath.Join(ws, "attachments"), IdleTimeout: m.idleTimeout(r),
+			Started: func(pid int) { m.recordProcess(id, pid) }}
 		if r.Turns > 1 && len(follow) > 0 {
 			// A continued run: the oldest pending follow-up is this turn's.
 			turn.FollowUp = follow[0].Message
@@ -479,6 +483,7 @@ func (m *Manager) finish(id string, res Result, retryable bool) error {
 func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bool) (requeue bool, err error) {
 	now := time.Now().UTC()
 	r.State, r.UpdatedAt = res.State, now
+	r.Process = nil
 	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
 	if res.State == factory.StateError {
 		r.StatusMessage.ErrorCode = "platform_error"
@@ -577,3 +582,19 @@ func (m *Manager) Counts() (queued, running int) {
 
 // OnFinished sets the hook told the state each turn ends in.
 func (m *Manager) OnFinished(f func(state factory.RunState)) { m.cfg.Finished = f }
+
+// recordProcess records, durably, the agent process group of a run's turn,
+// so that the next start can kill what a crash leaves of it.
+func (m *Manager) recordProcess(id string, pid int) {
+	ref := factory.ProcessRef{PID: pid}
+	if st, ok := readProcStat(pid); ok {
+		ref.Start = st.start
+	}
+	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		r.Process = &ref
+		return nil
+	})
+	if err != nil {
+		m.cfg.Log.Error("recording a run's process", "run", id, "err", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 )
 
@@ -40,12 +41,21 @@ type agentProcess struct {
 	stderrR    *os.File
 	stderr     *tail         // the end of stderr, kept for the run's result
 	stderrDone chan struct{} // closed when stderr has been read to its end
+	exited     chan struct{} // closed when the process has exited
+	waitErr    error         // its exit error, once exited is closed
 }
 
-// startAgent starts cmd in a new process group. The caller defers close,
-// which kills whatever is left of the group.
-func startAgent(cmd *exec.Cmd) (*agentProcess, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// startAgent starts cmd in a new process group and tells onStart (when
+// set) its PID. The caller defers close, which kills whatever is left of
+// the group.
+//
+// The agent dies with the server: it gets SIGKILL when the thread that
+// started it ends (Pdeathsig), and that thread is locked to the goroutine
+// that waits for the agent, so it lives exactly as long as the agent does
+// and ends early only with the server's process. (What the agent started
+// in its group is killed at the server's next start: see reap.)
+func startAgent(cmd *exec.Cmd, onStart func(pid int)) (*agentProcess, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -57,7 +67,22 @@ func startAgent(cmd *exec.Cmd) (*agentProcess, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = w, errW
-	err = cmd.Start()
+	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &tail{max: maxStderr},
+		stderrDone: make(chan struct{}), exited: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			p.waitErr = cmd.Wait()
+		}
+		close(p.exited)
+	}()
+	err = <-started
+	if err == nil && onStart != nil {
+		onStart(cmd.Process.Pid)
+	}
 	w.Close() // the child has its copies
 	errW.Close()
 	if err != nil {
@@ -65,7 +90,6 @@ func startAgent(cmd *exec.Cmd) (*agentProcess, error) {
 		errR.Close()
 		return nil, fmt.Errorf("the agent could not start: %w", err)
 	}
-	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &tail{max: maxStderr}, stderrDone: make(chan struct{})}
 	go func() {
 		defer close(p.stderrDone)
 		io.Copy(p.stderr, errR)

@@ -39,13 +39,14 @@ func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 	}
 }
 
-// waitExit waits for the agent's process in the background: the returned
-// channel is closed when it has exited, and *err is then its exit error.
-// A closed channel can be waited on by any number of selects.
+// waitExit is the agent's exit: the returned channel is closed when it has
+// exited, and *err is then its exit error. A closed channel can be waited
+// on by any number of selects.
 func waitExit(p *agentProcess, err *error) <-chan struct{} {
 	exited := make(chan struct{})
 	go func() {
-		*err = p.cmd.Wait()
+		<-p.exited
+		*err = p.waitErr
 		close(exited)
 	}()
 	return exited
