@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"syscall"
 	"time"
 
 	"factory/internal/runtime"
@@ -30,6 +33,10 @@ type environmentConfig struct {
 	Env         map[string]string `json:"env"`
 	Timeout     string            `json:"timeout"`
 	Permissions string            `json:"permissions"`
+	// User runs the agents as this user (the server must be root or hold
+	// CAP_SETUID and CAP_SETGID): the data directory's keys are then out
+	// of their reach.
+	User string `json:"user"`
 }
 
 // runManager builds the run manager of a server from its configuration:
@@ -63,6 +70,13 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 			env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
 		}
 		sort.Strings(env.Env)
+		if d.User != "" {
+			cred, err := credentialOf(d.User)
+			if err != nil {
+				return nil, fmt.Errorf("environment %s: user: %w", name, err)
+			}
+			env.RunAs = cred
+		}
 		if d.Timeout != "" {
 			t, err := time.ParseDuration(d.Timeout)
 			if err != nil {
@@ -102,4 +116,20 @@ func selfPath() (string, error) {
 		return exec.LookPath(self)
 	}
 	return filepath.Abs(self)
+}
+
+// credentialOf looks a user up by name or numeric ID.
+func credentialOf(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("no user %q on this machine", name)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %q has no numeric IDs", name)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: false}, nil
 }

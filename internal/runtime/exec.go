@@ -51,7 +51,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		"FACTORY_PROMPT_FILE="+t.PromptFile,
 		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir,
 		"FACTORY_FOLLOWUP="+t.FollowUp)
-	proc, err := startAgent(cmd, t.Started)
+	proc, err := startAgent(cmd, t.RunAs, t.Started)
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}

@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"factory"
@@ -27,6 +28,8 @@ type Turn struct {
 	// Started, when set, is told the agent's process group as soon as it
 	// has started (the manager records it durably).
 	Started func(pid int)
+	// RunAs, when set, is the user the agent process runs as.
+	RunAs *syscall.Credential
 }
 
 // Event is something the agent reported during a turn: a status message.

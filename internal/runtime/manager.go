@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"factory"
@@ -25,6 +26,11 @@ type Environment struct {
 	Executor Executor
 	Timeout  time.Duration
 	Env      []string // KEY=VALUE added to the agent's environment
+	// RunAs, when set, is the user the agent runs as (the server must be
+	// able to switch to it: root, or CAP_SETUID and CAP_SETGID). The
+	// workspace becomes that user's; the rest of the data directory stays
+	// out of its reach (docs/security.md).
+	RunAs *syscall.Credential
 }
 
 // Config sets a Manager up.
@@ -271,7 +277,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 // layOut writes a run's workspace on its first turn: PROMPT.md, and the
 // attachments beside it (agents read event-payload.json there) and in
 // attachments/, byte for byte as they were given.
-func (m *Manager) layOut(r *factory.Run) error {
+func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 	ws := m.Workspace(r.ID)
 	if _, err := os.Stat(filepath.Join(ws, "PROMPT.md")); err == nil {
 		return nil
@@ -291,7 +297,32 @@ func (m *Manager) layOut(r *factory.Run) error {
 		}
 	}
 	// PROMPT.md last: its presence means the workspace is complete.
-	return os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(r.Prompt), 0o600)
+	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(r.Prompt), 0o600); err != nil {
+		return err
+	}
+	if runAs != nil {
+		return m.handOver(ws, runAs)
+	}
+	return nil
+}
+
+// handOver makes a workspace the agent user's, and the folders above it
+// (the data directory, runs/, the run's) passable but not readable by
+// others: the agent reaches its workspace by path, and no file of the
+// server's (keys, the store, other runs) is readable to it, as every one
+// of them is the server user's with mode 0600 or 0700.
+func (m *Manager) handOver(ws string, runAs *syscall.Credential) error {
+	for _, dir := range []string{m.cfg.DataDir, filepath.Join(m.cfg.DataDir, "runs"), filepath.Dir(ws)} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(ws, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(runAs.Uid), int(runAs.Gid))
+	})
 }
 
 func titleOf(prompt string) string {
@@ -372,14 +403,14 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	if r == nil {
 		return // cancelled while queued
 	}
-	if err := m.layOut(r); err != nil {
+	env := m.cfg.Environments[r.Environment]
+	if err := m.layOut(r, env.RunAs); err != nil {
 		if err := m.finish(id, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true); err != nil {
 			m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 		}
 		return
 	}
-	env := m.cfg.Environments[r.Environment]
-	turn.Timeout, turn.Env = env.Timeout, env.Env
+	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, env.Env, env.RunAs
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
 	if res.Stderr != "" {
 		// The end of the agent's stderr (bounded by the executor), beside

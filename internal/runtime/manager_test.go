@@ -6,8 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,3 +243,65 @@ func newStoreOnly(t *testing.T, dir string) *store.Store {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestAgentsRunAsAnotherUser: with RunAs, the agent runs as that user, its
+// workspace is its own, and the data directory's keys are out of its
+// reach. The attack: `cat ../../../admin-api-key` from the workspace
+// printed the admin key.
+func TestAgentsRunAsAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root (or CAP_SETUID); this test runs as root in CI")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755) // the agent user must be able to pass the folders above the data directory
+	os.Chmod(filepath.Dir(dir), 0o755)
+	data := filepath.Join(dir, "data")
+	s, err := store.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	os.WriteFile(filepath.Join(data, "admin-api-key"), []byte("fk_the_admin_key\n"), 0o600)
+	script := `id -u > whoami; cat PROMPT.md > seen; if cat ../../../admin-api-key; then echo LEAKED; fi; echo done > done`
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}},
+			RunAs: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.Wait() }()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Create(runtime.CreateRequest{Prompt: "Read the key.", Source: "API"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, m: m, s: s}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cur, _ := s.Run(r.ID); cur.State.Terminal() {
+			if cur.State != factory.StateSucceeded {
+				t.Fatalf("the run ended %s: %s", cur.State, cur.StatusMessage.Message)
+			}
+			break
+		}
+	}
+	done := f.wait(r.ID, factory.StateSucceeded)
+	ws := m.Workspace(r.ID)
+	if who, _ := os.ReadFile(filepath.Join(ws, "whoami")); strings.TrimSpace(string(who)) != nobody.Uid {
+		t.Fatalf("the agent ran as %q, want %s", who, nobody.Uid)
+	}
+	if seen, _ := os.ReadFile(filepath.Join(ws, "seen")); string(seen) != "Read the key." {
+		t.Fatalf("the agent could not read its prompt: %q", seen)
+	}
+	evs, _ := s.RunEvents(r.ID)
+	for _, e := range evs {
+		if strings.Contains(e.Message, "fk_the_admin_key") || strings.Contains(e.Message, "LEAKED") {
+			t.Fatalf("the agent read the admin key: %+v (run %s)", e, done.State)
+		}
+	}
+}

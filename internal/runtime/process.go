@@ -28,6 +28,10 @@ func agentEnv(t Turn, run ...string) []string {
 			env = append(env, k+"="+v)
 		}
 	}
+	if t.RunAs != nil {
+		// The server's HOME is not the agent user's to write.
+		env = append(env, "HOME="+t.Workspace)
+	}
 	env = append(env, t.Env...)
 	return append(env, run...)
 }
@@ -54,8 +58,8 @@ type agentProcess struct {
 // that waits for the agent, so it lives exactly as long as the agent does
 // and ends early only with the server's process. (What the agent started
 // in its group is killed at the server's next start: see reap.)
-func startAgent(cmd *exec.Cmd, onStart func(pid int)) (*agentProcess, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func startAgent(cmd *exec.Cmd, runAs *syscall.Credential, onStart func(pid int)) (*agentProcess, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: runAs}
 	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
