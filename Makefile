@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-short lint bench fuzz clean
+.PHONY: all build run test test-short lint bench fuzz vulncheck clean
 
 all: build
 
@@ -25,8 +25,12 @@ lint: ## gofmt, go vet, and cyclomatic complexity at most 25 (gocyclo)
 	$(GO) vet ./...
 	@out=$$($(GO) tool gocyclo -over 25 $$(git ls-files '*.go') | grep -Ev '$(FASTPATHS)'); if [ -n "$$out" ]; then echo "cyclomatic complexity over 25: split these into named steps:"; echo "$$out"; exit 1; fi
 
+# The packages with concurrency run again under the race detector.
+RACE_PKGS := ./internal/runtime ./internal/ingress ./internal/store ./internal/server ./internal/automations
+
 test: lint ## everything CI runs
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -race -timeout 15m $(RACE_PKGS)
 
 bench: ## benchmarks (installs wrk for the ingress one); figures go into BENCHMARKS.md
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk is not installed: the ingress benchmark will be skipped"
@@ -34,6 +38,11 @@ bench: ## benchmarks (installs wrk for the ingress one); figures go into BENCHMA
 
 fuzz: ## run each fuzz target for a while (FUZZTIME=30s)
 	./scripts/fuzz.sh $${FUZZTIME:-30s}
+
+vulncheck: ## govulncheck over the module (needs its database at vuln.go.dev; says so when it cannot reach it)
+	@out=$$($(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0 ./... 2>&1); rc=$$?; \
+	if echo "$$out" | grep -q 'fetching vulnerabilities'; then echo "govulncheck: its vulnerability database is not reachable from this machine; nothing was checked"; echo "$$out" | tail -1; exit 0; fi; \
+	echo "$$out"; exit $$rc
 
 clean:
 	rm -rf bin
