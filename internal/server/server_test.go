@@ -133,19 +133,11 @@ func webhookNames(st *factory.FactoryStatus) string {
 // metric reads one sample from /metrics.
 func (h *harness) metric(name, labels string) float64 {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+adminKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+"{"+labels+"}") + ` (\S+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+"{"+labels+"}") + ` (\S+)$`).FindStringSubmatch(h.metrics())
 	if m == nil {
 		return 0
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
 }
 
