@@ -4,10 +4,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +37,7 @@ func TestScripts(t *testing.T) {
 			"bigfile":      bigFile,
 			"waitfile":     waitFile,
 			"waitserver":   waitServer,
+			"post":         postDelivery,
 		},
 	})
 }
@@ -113,4 +116,27 @@ func waitServer(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("the server of %s was not ready within 20s", args[0])
+}
+
+// post DATA UID BODY [HEADER=VALUE...] posts a delivery to the ingress of
+// the server of a data directory, and prints the status and the answer.
+func postDelivery(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 3 {
+		ts.Fatalf("usage: post DATA UID BODY [HEADER=VALUE...]")
+	}
+	var info struct{ URL string }
+	b, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "server.json"))
+	ts.Check(err)
+	ts.Check(json.Unmarshal(b, &info))
+	req, err := http.NewRequest(http.MethodPost, info.URL+"/webhooks/w/"+args[1], strings.NewReader(args[2]))
+	ts.Check(err)
+	for _, h := range args[3:] {
+		k, v, _ := strings.Cut(h, "=")
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Fprintf(ts.Stdout(), "%d %s", resp.StatusCode, body)
 }

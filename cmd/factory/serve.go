@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -39,6 +40,7 @@ type serveOpts struct {
 	rateLimit, failedAuth     int
 	rejectedLimit             int
 	metricsListen             string
+	logFormat, logLevel       string
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -76,6 +78,8 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.publicURL, "public-url", "", "base URL senders reach this server at, for ingress URLs (default http://<listen>)")
 	f.IntVar(&o.rateLimit, "ingress-rate-limit", 60, "deliveries per minute per webhook before 429 (-1: no limit)")
 	f.IntVar(&o.failedAuth, "ingress-failed-auth-limit", 10, "failed authentications per minute per webhook and client before 429")
+	f.StringVar(&o.logFormat, "log-format", "text", "the server log's format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "the least severe lines logged: debug, info, warn or error")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
 	return cmd
@@ -102,7 +106,10 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, nil))
+	log, err := newLogger(a.stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
 	known, err := s.Factories()
 	if err != nil {
 		return err
@@ -257,4 +264,21 @@ func (a *app) ensureAdminKey(s *store.Store) error {
 	}
 	fmt.Fprintf(a.stdout, "Created the admin API key (shown once; also in %s):\n%s\n", path, key)
 	return nil
+}
+
+// newLogger is the server's log: one structured line per event (a
+// delivery's outcome, a run's change of state, a sync), as text or JSON.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level must be one of debug, info, warn, error, not %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }

@@ -6,6 +6,7 @@
 package ingress
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -202,6 +203,7 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 		return rerr
 	}
 	q.h.deliveries.WithLabelValues(q.t.rec.UID, label).Inc()
+	q.h.logOutcome(q.t, d)
 	return err
 }
 
@@ -374,7 +376,8 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 				return err
 			}
 			h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
-			accepted(w, d.ID)
+			h.logOutcome(t, d)
+			duplicate(w, d.ID, prev)
 			return nil
 		}
 	}
@@ -390,6 +393,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		go h.rebuildFilter(filter)
 	}
 	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
+	h.logOutcome(t, d)
 	accepted(w, d.ID)
 	if h.cfg.Accepted != nil {
 		h.cfg.Accepted(store.QueueItem{DeliveryID: d.ID, WebhookUID: t.rec.UID})
@@ -405,6 +409,32 @@ func accepted(w http.ResponseWriter, id string) {
 	b = append(b, `{"delivery_id":"`...)
 	b = append(b, id...)
 	w.Write(append(b, "\"}\n"...))
+}
+
+// duplicate answers a duplicate as an acceptance (202: the sender must not
+// retry) that says what it is: {"delivery_id", "duplicate": true,
+// "duplicate_of"}.
+func duplicate(w http.ResponseWriter, id, of string) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintf(w, "{\"delivery_id\":\"%s\",\"duplicate\":true,\"duplicate_of\":\"%s\"}\n", id, of)
+}
+
+// logOutcome writes the server log's line for a delivery the log keeps.
+func (h *Handler) logOutcome(t *target, d *factory.Delivery) {
+	attrs := []slog.Attr{slog.String("webhook", t.rec.Factory+"/"+t.rec.Key), slog.String("webhook_uid", t.rec.UID),
+		slog.String("label", d.Label), slog.String("delivery", d.ID), slog.String("client", d.ClientAddr)}
+	switch {
+	case d.DuplicateOf != "":
+		attrs = append(attrs, slog.String("duplicate_of", d.DuplicateOf))
+	case d.Reason != "":
+		attrs = append(attrs, slog.String("reason", d.Reason))
+	}
+	level := slog.LevelInfo
+	if d.Label != factory.LabelAccepted && d.Label != factory.LabelDuplicate {
+		level = slog.LevelWarn
+	}
+	h.cfg.Log.LogAttrs(context.Background(), level, "delivery", attrs...)
 }
 
 var jsonContentType = []string{"application/json"}

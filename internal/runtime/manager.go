@@ -216,6 +216,9 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
+	for _, r := range runs {
+		m.logRun(r, "run created")
+	}
 	for _, id := range queue {
 		m.enqueue(id)
 	}
@@ -461,6 +464,7 @@ func (m *Manager) start(id string) (*factory.Run, Turn, error) {
 	if err != nil || !started {
 		return nil, turn, err
 	}
+	m.logRun(r, "run started")
 	return r, turn, nil
 }
 
@@ -493,13 +497,14 @@ func (m *Manager) report(id string, e Event) {
 // the queue for its next turn.
 func (m *Manager) finish(id string, res Result, retryable bool) error {
 	requeue := false
-	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) (err error) {
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) (err error) {
 		requeue, err = m.ended(r, b, res, retryable)
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	m.logEnd(r, res)
 	if m.cfg.Finished != nil {
 		m.cfg.Finished(res.State)
 	}
@@ -561,7 +566,10 @@ func (m *Manager) Cancel(id string) (*factory.Run, error) {
 	}
 	if turn != nil {
 		turn.cancel(context.Canceled)
-	} else if m.cfg.Finished != nil {
+		return r, nil
+	}
+	m.logRun(r, "run finished", "result", string(factory.StateCancelled))
+	if m.cfg.Finished != nil {
 		m.cfg.Finished(factory.StateCancelled)
 	}
 	return r, nil
@@ -628,4 +636,27 @@ func (m *Manager) recordProcess(id string, pid int) {
 	if err != nil {
 		m.cfg.Log.Error("recording a run's process", "run", id, "err", err)
 	}
+}
+
+// logRun writes the server log's line for a run's change of state.
+func (m *Manager) logRun(r *factory.Run, msg string, more ...any) {
+	args := []any{"run", r.ID, "state", string(r.State), "source", r.Source, "environment", r.Environment}
+	if r.AutomationID != "" {
+		args = append(args, "automation", r.AutomationID, "delivery", r.DeliveryID)
+	}
+	m.cfg.Log.Info(msg, append(args, more...)...)
+}
+
+// logEnd writes the line for a turn's end: a warning when it did not
+// succeed, with why.
+func (m *Manager) logEnd(r *factory.Run, res Result) {
+	if res.State == factory.StateSucceeded || res.State == factory.StateCancelled {
+		m.logRun(r, "run finished", "result", string(res.State))
+		return
+	}
+	args := []any{"run", r.ID, "state", string(r.State), "result", string(res.State), "message", res.Message}
+	if r.AutomationID != "" {
+		args = append(args, "automation", r.AutomationID, "delivery", r.DeliveryID)
+	}
+	m.cfg.Log.Warn("run finished", args...)
 }

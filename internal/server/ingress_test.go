@@ -220,6 +220,9 @@ func TestIngressDuplicates(t *testing.T) {
 		if err != nil || d.Label != factory.LabelDuplicate || d.DuplicateOf != id1 || d.IdentitySource != source {
 			t.Fatalf("%s: %v %+v", name, err, d.Delivery)
 		}
+		if want := `"duplicate":true,"duplicate_of":"` + id1 + `"`; !strings.Contains(second.body, want) {
+			t.Fatalf("%s: the answer %s does not say it is a duplicate", name, second.body)
+		}
 	}
 	// The webhook's own delivery ID header.
 	check("deliveryIdHeader",
