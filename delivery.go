@@ -28,11 +28,17 @@ type Delivery struct {
 	RunIDs      []string `json:"run_ids"`
 }
 
-// API key scopes (docs/spec/agents-api.md).
+// API key scopes (docs/spec/agents-api.md): runs for the Agents API, read
+// for reading everything but secrets (pull-request checks, dashboards),
+// admin for everything.
 const (
 	ScopeRuns  = "runs"
+	ScopeRead  = "read"
 	ScopeAdmin = "admin"
 )
+
+// Scopes lists the scopes a key can have.
+var Scopes = []string{ScopeRuns, ScopeRead, ScopeAdmin}
 
 // APIKey is an API key's record. The key itself is never stored: only its
 // SHA-256, under which the record is found.
@@ -44,7 +50,22 @@ type APIKey struct {
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
-// Allows reports whether the key grants a scope: admin grants everything.
-func (k *APIKey) Allows(scope string) bool {
-	return k.RevokedAt == nil && (k.Scope == ScopeAdmin || k.Scope == scope)
+// Allows reports whether the key grants one of the scopes: admin grants
+// everything.
+func (k *APIKey) Allows(scopes ...string) bool {
+	if k.RevokedAt != nil {
+		return false
+	}
+	for _, s := range scopes {
+		if k.Scope == ScopeAdmin || k.Scope == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NewAPIKey is a created key: the key itself, shown once, and its record.
+type NewAPIKey struct {
+	Key    string  `json:"key"`
+	APIKey *APIKey `json:"api_key"`
 }

@@ -429,3 +429,27 @@ func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// APIKeys lists the API keys' records (admin): names, scopes, prefixes.
+func (c *Client) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
+	var out struct {
+		Keys []*factory.APIKey `json:"api_keys"`
+	}
+	return out.Keys, c.Do(ctx, http.MethodGet, "/v1/admin/api-keys", nil, &out)
+}
+
+// CreateAPIKey creates an API key (admin); the key is in the answer, once.
+func (c *Client) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
+	b, _ := json.Marshal(map[string]string{"name": name, "scope": scope})
+	out := &factory.NewAPIKey{}
+	return out, c.Do(ctx, http.MethodPost, "/v1/admin/api-keys", bytes.NewReader(b), out)
+}
+
+// RevokeAPIKey revokes an API key (admin), given the key itself.
+func (c *Client) RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error) {
+	b, _ := json.Marshal(map[string]string{"key": key})
+	var out struct {
+		Key *factory.APIKey `json:"api_key"`
+	}
+	return out.Key, c.Do(ctx, http.MethodPost, "/v1/admin/api-keys/revoke", bytes.NewReader(b), &out)
+}

@@ -130,8 +130,22 @@ func (a *app) storeHeldByServer() bool {
 	return errors.Is(err, store.ErrLocked)
 }
 
-// withStore runs fn with the store open for writing, and closes it.
+// noStore is the error of a command run where there is no store: it says
+// where it looked, and how to point it elsewhere.
+func (a *app) noStore() error {
+	dir := a.dataDir()
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return fmt.Errorf("no state store in %s (and no server): apply a factory first (factory reconcile --source DIR), or pass --data DIR or --server URL", dir)
+}
+
+// withStore runs fn with the store open for writing, and closes it. The
+// store must exist already.
 func (a *app) withStore(fn func(s *store.Store) error) error {
+	if !a.storeExists() {
+		return a.noStore()
+	}
 	s, err := a.openStore()
 	if err != nil {
 		return err

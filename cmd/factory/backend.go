@@ -24,6 +24,9 @@ type backend interface {
 	SetSuspended(ctx context.Context, uid string, suspended bool) error
 	Deliveries(ctx context.Context, uid string, limit int) ([]*factory.Delivery, error)
 	TestFilter(ctx context.Context, automationUID, deliveryID string) (*factory.TestResult, error)
+	APIKeys(ctx context.Context) ([]*factory.APIKey, error)
+	CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error)
+	RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error)
 	// Live reports whether a change is in force when its call returns: a
 	// server syncs its factories at once, a store at the next sync.
 	Live() bool
@@ -31,10 +34,15 @@ type backend interface {
 }
 
 // backend opens the backend of a command: --server, or the server that
-// holds the store; else the store, opened for writing.
-func (a *app) backend() (backend, error) {
+// holds the store; else the store, opened for writing. Only a command that
+// creates something (create) may create the store; the others say where
+// they looked.
+func (a *app) backend(create bool) (backend, error) {
 	if c := a.remote(); c != nil {
 		return remoteBackend{c}, nil
+	}
+	if !create && !a.storeExists() {
+		return nil, a.noStore()
 	}
 	s, err := a.openStore()
 	if err != nil {
@@ -43,9 +51,12 @@ func (a *app) backend() (backend, error) {
 	return &localBackend{app: a, svc: &service.Service{Store: s}}, nil
 }
 
-// withBackend runs fn with a backend, and closes it.
-func (a *app) withBackend(fn func(b backend) error) error {
-	b, err := a.backend()
+// withBackend runs fn with a backend that must exist, and closes it.
+func (a *app) withBackend(fn func(b backend) error) error { return a.withBackendOr(false, fn) }
+
+// withBackendOr is withBackend for a command that may create the store.
+func (a *app) withBackendOr(create bool, fn func(b backend) error) error {
+	b, err := a.backend(create)
 	if err != nil {
 		return err
 	}
@@ -119,6 +130,16 @@ func (l *localBackend) TestFilter(ctx context.Context, automationUID, deliveryID
 	return l.svc.TestFilter(ctx, automationUID, deliveryID)
 }
 
+func (l *localBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) { return l.svc.APIKeys(ctx) }
+
+func (l *localBackend) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
+	return l.svc.CreateAPIKey(ctx, name, scope)
+}
+
+func (l *localBackend) RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error) {
+	return l.svc.RevokeAPIKey(ctx, key)
+}
+
 // remoteBackend calls a server's API. A problem the server answers
 // becomes an error with its detail as the message.
 type remoteBackend struct{ c *client.Client }
@@ -183,6 +204,21 @@ func (r remoteBackend) TestFilter(ctx context.Context, automationUID, deliveryID
 		return nil, apiError(err)
 	}
 	return &res, nil
+}
+
+func (r remoteBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
+	keys, err := r.c.APIKeys(ctx)
+	return keys, apiError(err)
+}
+
+func (r remoteBackend) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
+	k, err := r.c.CreateAPIKey(ctx, name, scope)
+	return k, apiError(err)
+}
+
+func (r remoteBackend) RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error) {
+	k, err := r.c.RevokeAPIKey(ctx, key)
+	return k, apiError(err)
 }
 
 // resolved is a webhook or automation found by name: its UID and its

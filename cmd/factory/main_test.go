@@ -38,6 +38,7 @@ func TestScripts(t *testing.T) {
 			"waitfile":     waitFile,
 			"waitserver":   waitServer,
 			"post":         postDelivery,
+			"setenvfile":   setEnvFile,
 		},
 	})
 }
@@ -139,4 +140,14 @@ func postDelivery(ts *testscript.TestScript, neg bool, args []string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Fprintf(ts.Stdout(), "%d %s", resp.StatusCode, body)
+}
+
+// setenvfile VAR FILE sets an environment variable to a file's first line
+// (a key a command printed).
+func setEnvFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: setenvfile VAR FILE")
+	}
+	line, _, _ := strings.Cut(ts.ReadFile(args[1]), "\n")
+	ts.Setenv(args[0], strings.TrimSpace(line))
 }

@@ -134,7 +134,7 @@ func (a *app) putSecret(cmd *cobra.Command, name string, fromStdin, urlSafe, rot
 	var sec *factory.Secret
 	var generated []byte
 	live := false
-	err := a.withBackend(func(b backend) (err error) {
+	err := a.withBackendOr(!rotate, func(b backend) (err error) {
 		live = b.Live()
 		if rotate {
 			sec, generated, err = b.RotateSecret(cmd.Context(), name, value)

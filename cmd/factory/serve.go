@@ -22,6 +22,7 @@ import (
 	"factory/internal/reconciler/watch"
 	"factory/internal/secrets"
 	"factory/internal/server"
+	"factory/internal/service"
 	"factory/internal/store"
 )
 
@@ -254,10 +255,11 @@ func (a *app) ensureAdminKey(s *store.Store) error {
 	if err != nil || len(keys) > 0 {
 		return err
 	}
-	key, err := createAPIKey(s, "admin", factory.ScopeAdmin)
+	k, err := (&service.Service{Store: s}).CreateAPIKey(context.Background(), "admin", factory.ScopeAdmin)
 	if err != nil {
 		return err
 	}
+	key := k.Key
 	path := filepath.Join(a.dataDir(), AdminKeyFile)
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -37,13 +37,14 @@ const (
 )
 
 func (s *Server) agentRoutes(mux *http.ServeMux) {
-	runs := func(h handler) http.Handler { return s.auth(factory.ScopeRuns, s.needRuns(h)) }
+	runs := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns) }
+	readRuns := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns, factory.ScopeRead) }
 	mux.Handle("POST /v1/agent/run", runs(s.createRun))
 	mux.Handle("POST /v1/agent/runs", runs(s.createRun))
-	mux.Handle("GET /v1/agent/runs", runs(s.listRuns))
-	mux.Handle("GET /v1/agent/runs/{runId}", runs(s.getRun))
-	mux.Handle("GET /v1/agent/runs/{runId}/timeline", runs(s.runTimeline))
-	mux.Handle("GET /v1/agent/runs/{runId}/attachments/{name}", runs(s.runAttachment))
+	mux.Handle("GET /v1/agent/runs", readRuns(s.listRuns))
+	mux.Handle("GET /v1/agent/runs/{runId}", readRuns(s.getRun))
+	mux.Handle("GET /v1/agent/runs/{runId}/timeline", readRuns(s.runTimeline))
+	mux.Handle("GET /v1/agent/runs/{runId}/attachments/{name}", readRuns(s.runAttachment))
 	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
 	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))

@@ -90,3 +90,47 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{})
 	return nil
 }
+
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
+	keys, err := s.svc.APIKeys(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"api_keys": keys})
+	return nil
+}
+
+// createAPIKey is POST /v1/admin/api-keys {"name", "scope"}: the key, once,
+// and its record.
+func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		Name  string `json:"name"`
+		Scope string `json:"scope"`
+	}
+	if err := decodeBody(r, &q); err != nil {
+		return err
+	}
+	k, err := s.svc.CreateAPIKey(r.Context(), q.Name, q.Scope)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, k)
+	return nil
+}
+
+// revokeAPIKey is POST /v1/admin/api-keys/revoke {"key"}: the key travels in
+// the body, never in a URL that logs and proxies keep.
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		Key string `json:"key"`
+	}
+	if err := decodeBody(r, &q); err != nil {
+		return err
+	}
+	k, err := s.svc.RevokeAPIKey(r.Context(), q.Key)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"api_key": k})
+	return nil
+}

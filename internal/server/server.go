@@ -371,7 +371,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.auth(factory.ScopeAdmin, func(w http.ResponseWriter, r *http.Request) error {
+	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRead) }
+	admin := func(h handler) http.Handler { return s.auth(h, factory.ScopeAdmin) }
+	mux.Handle("GET /metrics", read(func(w http.ResponseWriter, r *http.Request) error {
 		s.metrics.handler().ServeHTTP(w, r)
 		return nil
 	}))
@@ -379,30 +381,34 @@ func (s *Server) Handler() http.Handler {
 	// methods get 405 with Allow: POST from the mux).
 	mux.Handle("POST /webhooks/w/{uid}", s.ingress)
 	mux.Handle("POST /webhooks/w/{uid}/{token}", s.ingress)
-	mux.Handle("GET /v1/factories", s.auth(factory.ScopeRuns, s.listFactories))
-	mux.Handle("GET /v1/factories/{uid}", s.auth(factory.ScopeRuns, s.getFactory))
-	mux.Handle("POST /v1/factories/{uid}/sync", s.auth(factory.ScopeAdmin, s.syncFactory))
-	mux.Handle("GET /v1/admin/factories/{name}/state", s.auth(factory.ScopeAdmin, s.factoryState))
+	mux.Handle("GET /v1/factories", s.auth(s.listFactories, factory.ScopeRuns, factory.ScopeRead))
+	mux.Handle("GET /v1/factories/{uid}", s.auth(s.getFactory, factory.ScopeRuns, factory.ScopeRead))
+	mux.Handle("POST /v1/factories/{uid}/sync", admin(s.syncFactory))
+	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
-	mux.Handle("POST /v1/automations/{id}/test-filter", s.auth(factory.ScopeAdmin, s.testFilter))
-	mux.Handle("GET /v1/webhooks/{uid}", s.auth(factory.ScopeAdmin, s.getWebhook))
-	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", s.auth(factory.ScopeAdmin, s.revealSecret))
-	mux.Handle("POST /v1/webhooks/{uid}/suspend", s.auth(factory.ScopeAdmin, s.suspend(true)))
-	mux.Handle("POST /v1/webhooks/{uid}/resume", s.auth(factory.ScopeAdmin, s.suspend(false)))
-	mux.Handle("GET /v1/webhooks/{uid}/deliveries", s.auth(factory.ScopeAdmin, s.listDeliveries))
-	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", s.auth(factory.ScopeAdmin, s.getDelivery))
-	mux.Handle("GET /v1/secrets", s.auth(factory.ScopeAdmin, s.listSecrets))
-	mux.Handle("POST /v1/secrets", s.auth(factory.ScopeAdmin, s.createSecret))
-	mux.Handle("POST /v1/secrets/{name}/rotate", s.auth(factory.ScopeAdmin, s.rotateSecret))
-	mux.Handle("DELETE /v1/secrets/{name}", s.auth(factory.ScopeAdmin, s.deleteSecret))
+	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
+	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
+	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
+	mux.Handle("POST /v1/webhooks/{uid}/suspend", admin(s.suspend(true)))
+	mux.Handle("POST /v1/webhooks/{uid}/resume", admin(s.suspend(false)))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries", read(s.listDeliveries))
+	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", read(s.getDelivery))
+	mux.Handle("GET /v1/secrets", admin(s.listSecrets))
+	mux.Handle("POST /v1/secrets", admin(s.createSecret))
+	mux.Handle("POST /v1/secrets/{name}/rotate", admin(s.rotateSecret))
+	mux.Handle("DELETE /v1/secrets/{name}", admin(s.deleteSecret))
+	mux.Handle("GET /v1/admin/api-keys", admin(s.listAPIKeys))
+	mux.Handle("POST /v1/admin/api-keys", admin(s.createAPIKey))
+	mux.Handle("POST /v1/admin/api-keys/revoke", admin(s.revokeAPIKey))
 	return mux
 }
 
 type handler func(w http.ResponseWriter, r *http.Request) error
 
-// auth checks the API key and its scope before the handler runs (deny by
-// default: every /v1 route goes through here).
-func (s *Server) auth(scope string, h handler) http.Handler {
+// auth checks the API key and that it has one of the scopes (admin has
+// them all) before the handler runs (deny by default: every /v1 route goes
+// through here).
+func (s *Server) auth(h handler, scopes ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
@@ -420,8 +426,8 @@ func (s *Server) auth(scope string, h handler) http.Handler {
 		}
 		// Keys are found by their SHA-256, so no comparison of the key
 		// itself can leak how much of it matched.
-		if !key.Allows(scope) {
-			s.writeError(w, r, errorf(CodeNotAuthorized, fmt.Sprintf("this API key has scope %s; this call needs %s", key.Scope, scope)))
+		if !key.Allows(scopes...) {
+			s.writeError(w, r, errorf(CodeNotAuthorized, fmt.Sprintf("this API key has scope %s; this call needs %s", key.Scope, strings.Join(scopes, " or "))))
 			return
 		}
 		if err := h(w, r.WithContext(context.WithValue(r.Context(), apiKeyContext{}, key))); err != nil {
