@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,6 +23,9 @@ import (
 type reconcileOpts struct {
 	source, ref, name, output string
 	dryRun, detailedExitCode  bool
+	failOnWarnings            bool
+	pathPrefix                string
+	prefixSet                 bool
 }
 
 func (a *app) reconcileCmd() *cobra.Command {
@@ -37,12 +42,26 @@ UIDs of new webhooks are printed; a revision with any error is not applied at al
 machine: every webhook is a create and webhook UIDs can only be warned about), against
 a store (--data) or against a running server (--server), where it checks everything.
 
-Exit codes: 0 valid; 1 invalid definitions or any error; with --detailed-exitcode,
-2 when valid and there are changes.`,
+In a pull-request check, run it against the live server's state with a read-only key
+(factory apikeys create pr-check --scope read), so that a webhook UID that exists nowhere
+is an error, and add --fail-on-warnings so that nothing it could not check passes:
+
+  factory reconcile --dry-run --source . --server https://factory.example.com \
+    --api-key "$FACTORY_READ_KEY" --fail-on-warnings --output github
+
+With --output github, file paths are relative to the git repository's root (found from
+the source directory), so annotations land on the right files; --path-prefix overrides.
+
+Exit codes: 0 valid; 1 invalid definitions, any error, or with --fail-on-warnings any
+warning; with --detailed-exitcode, 2 when valid and there are changes.`,
 		Example: `  factory reconcile --dry-run --source . --output github   # in a pull-request check
+  factory reconcile --dry-run --source examples/factory --server "$FACTORY_SERVER" --fail-on-warnings
   factory reconcile --source examples/factory --name example`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return a.reconcile(cmd, o) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.prefixSet = cmd.Flags().Changed("path-prefix")
+			return a.reconcile(cmd, o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.source, "source", "", "the factory repository: a directory or a git URL (required)")
@@ -50,6 +69,8 @@ Exit codes: 0 valid; 1 invalid definitions or any error; with --detailed-exitcod
 	f.StringVar(&o.name, "name", "", "the factory's name (default: the factory already applied from this source, else the directory's name)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print the plan; write nothing")
 	f.BoolVar(&o.detailedExitCode, "detailed-exitcode", false, "exit 2 when the revision is valid and has changes")
+	f.BoolVar(&o.failOnWarnings, "fail-on-warnings", false, "exit 1 when there is any warning (references that could not be checked included)")
+	f.StringVar(&o.pathPrefix, "path-prefix", "", "prefix of the file paths in annotations (default: the source's path within its git repository)")
 	_ = cmd.MarkFlagRequired("source")
 	outputFlag(cmd, &o.output, "text", "json", "github")
 	return cmd
@@ -190,7 +211,12 @@ func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool, impacts 
 			return err
 		}
 	case "github":
+		prefix := o.pathPrefix
+		if !o.prefixSet {
+			prefix = gitPrefix(o.source)
+		}
 		for _, d := range p.Diagnostics {
+			d.File = path.Join(prefix, d.File)
 			fmt.Fprintln(a.stdout, githubAnnotation(d))
 		}
 		printPlan(a.stdout, p, dryRun)
@@ -209,10 +235,43 @@ func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool, impacts 
 	switch {
 	case !p.Valid():
 		return exitCode(1)
+	case o.failOnWarnings && len(p.Diagnostics.Warnings()) > 0:
+		fmt.Fprintf(a.stderr, "failing: %d warnings (--fail-on-warnings)\n", len(p.Diagnostics.Warnings()))
+		return exitCode(1)
 	case o.detailedExitCode && p.HasChanges():
 		return exitCode(2)
 	}
 	return nil
+}
+
+// gitPrefix is a source directory's path within its git repository
+// (examples/factory), so that annotations name files as the repository
+// does; "" for a git URL or a directory outside any repository.
+func gitPrefix(source string) string {
+	if gitsource.IsGitURL(source) {
+		return ""
+	}
+	dir, err := filepath.Abs(source)
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	for root := dir; ; {
+		if _, err := os.Stat(filepath.Join(root, ".git")); err == nil {
+			rel, err := filepath.Rel(root, dir)
+			if err != nil || rel == "." {
+				return ""
+			}
+			return filepath.ToSlash(rel)
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			return ""
+		}
+		root = parent
+	}
 }
 
 type diagJSON struct {
