@@ -52,8 +52,8 @@ is an error, and add --fail-on-warnings so that nothing it could not check passe
 With --output github, file paths are relative to the git repository's root (found from
 the source directory), so annotations land on the right files; --path-prefix overrides.
 
-Exit codes: 0 valid; 1 invalid definitions, any error, or with --fail-on-warnings any
-warning; with --detailed-exitcode, 2 when valid and there are changes.`,
+Exit codes: 0 valid; 1 invalid definitions or any error (with --fail-on-warnings, any
+warning too); with --detailed-exitcode, 2 when valid and there are changes.`,
 		Example: `  factory reconcile --dry-run --source . --output github   # in a pull-request check
   factory reconcile --dry-run --source examples/factory --server "$FACTORY_SERVER" --fail-on-warnings
   factory reconcile --source examples/factory --name example`,

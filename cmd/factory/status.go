@@ -13,63 +13,156 @@ import (
 	"github.com/spf13/cobra"
 )
 
+type statusOpts struct {
+	factory, output, revision string
+	wait                      bool
+	timeout                   time.Duration
+}
+
 func (a *app) statusCmd() *cobra.Command {
-	var factoryFlag, output string
+	o := &statusOpts{}
 	cmd := &cobra.Command{
-		Use:   "status [--factory NAME]",
+		Use:   "status [--factory NAME] [--wait [--timeout 2m] [--revision SHA]]",
 		Short: "Show factories, their sync status, webhook UIDs and ingress URLs",
 		Long: `Show each factory's UID, foreman UID, source, applied revision, last sync and
 last error; its webhooks with UID, auth mode, scheme, enabled/suspended, ingress URL
 (url_token URLs with a {token} placeholder) and secret name; and its automations.
 
-It reads the store, or the server that holds it.`,
+It reads the store, or the server that holds it.
+
+--wait waits until every factory shown is ready (and, with --revision, has applied a
+revision whose commit or digest starts with it), then shows them: a script's way to wait
+for a push to go live, as flux reconcile or kubectl wait. It exits 1 when --timeout
+passes first, saying what is not ready and why.`,
+		Example: `  factory status
+  factory status --factory acme --output json
+  factory status --factory acme --wait --revision "$(git rev-parse HEAD)" --timeout 2m`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := a.view()
-			if errors.Is(err, errNoStore) {
-				return fmt.Errorf("no state store in %s: apply a factory first (factory reconcile --source DIR) or pass --data", a.dataDir())
-			}
-			if err != nil {
-				return err
-			}
-			defer v.Close()
-			sts, err := v.Statuses(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if factoryFlag != "" {
-				var keep []*factory.FactoryStatus
-				for _, s := range sts {
-					if s.Name == factoryFlag || s.UID == factoryFlag {
-						keep = append(keep, s)
-					}
-				}
-				if len(keep) == 0 {
-					return fmt.Errorf("no factory %q", factoryFlag)
-				}
-				sts = keep
-			}
-			if output == "json" {
-				if sts == nil {
-					sts = []*factory.FactoryStatus{}
-				}
-				return printJSON(a.stdout, map[string]any{"factories": sts})
-			}
-			if len(sts) == 0 {
-				fmt.Fprintln(a.stdout, "No factories yet: apply one with factory reconcile --source DIR.")
-			}
-			for i, s := range sts {
-				if i > 0 {
-					fmt.Fprintln(a.stdout)
-				}
-				printStatus(a.stdout, s)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.status(cmd, o) },
 	}
-	cmd.Flags().StringVar(&factoryFlag, "factory", "", "show only this factory (name or UID)")
-	outputFlag(cmd, &output, "text", "json")
+	f := cmd.Flags()
+	f.StringVar(&o.factory, "factory", "", "show only this factory (name or UID)")
+	f.BoolVar(&o.wait, "wait", false, "wait until the factories are ready (exit 1 at --timeout)")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	f.StringVar(&o.revision, "revision", "", "with --wait, also wait for this revision (a commit SHA or digest, or its start)")
+	outputFlag(cmd, &o.output, "text", "json")
 	return cmd
+}
+
+func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
+	sts, err := a.statuses(cmd, o.factory)
+	if err != nil {
+		return err
+	}
+	var waitErr error
+	if o.wait {
+		sts, waitErr = a.waitReady(cmd, o, sts)
+	}
+	if o.output == "json" {
+		if err := printJSON(a.stdout, map[string]any{"factories": sts}); err != nil {
+			return err
+		}
+		return waitErr
+	}
+	if len(sts) == 0 {
+		fmt.Fprintln(a.stdout, "No factories yet: apply one with factory reconcile --source DIR.")
+	}
+	for i, s := range sts {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		printStatus(a.stdout, s)
+	}
+	return waitErr
+}
+
+// statuses reads the factories' statuses (only one, with a name or UID),
+// opening the state for this read alone: a waiting command does not hold
+// the store.
+func (a *app) statuses(cmd *cobra.Command, only string) ([]*factory.FactoryStatus, error) {
+	v, err := a.view()
+	if errors.Is(err, errNoStore) {
+		return nil, fmt.Errorf("no state store in %s: apply a factory first (factory reconcile --source DIR) or pass --data", a.dataDir())
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	sts, err := v.Statuses(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	if only == "" {
+		if sts == nil {
+			sts = []*factory.FactoryStatus{}
+		}
+		return sts, nil
+	}
+	var keep []*factory.FactoryStatus
+	for _, s := range sts {
+		if s.Name == only || s.UID == only {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("no factory %q", only)
+	}
+	return keep, nil
+}
+
+// waitReady polls until every factory is ready at the wanted revision, or
+// the timeout passes; it returns the last statuses read and, on timeout,
+// an error saying what is not ready.
+func (a *app) waitReady(cmd *cobra.Command, o *statusOpts, sts []*factory.FactoryStatus) ([]*factory.FactoryStatus, error) {
+	deadline := time.Now().Add(o.timeout)
+	for {
+		pending := notReady(sts, o.revision)
+		if pending == "" {
+			return sts, nil
+		}
+		if time.Now().After(deadline) {
+			return sts, fmt.Errorf("timed out after %s: %s", o.timeout, pending)
+		}
+		select {
+		case <-cmd.Context().Done():
+			return sts, cmd.Context().Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		next, err := a.statuses(cmd, o.factory)
+		if err != nil {
+			return sts, err
+		}
+		sts = next
+	}
+}
+
+// notReady says which factory is not ready (at the revision), and why; ""
+// when all are.
+func notReady(sts []*factory.FactoryStatus, revision string) string {
+	if len(sts) == 0 {
+		return "no factory is applied yet"
+	}
+	for _, s := range sts {
+		switch {
+		case !s.Ready && s.Error != nil:
+			return fmt.Sprintf("factory %s is not ready: %s", s.Name, *s.Error)
+		case !s.Ready:
+			return fmt.Sprintf("factory %s is not ready", s.Name)
+		case revision != "" && !atRevision(s.Revision, revision):
+			return fmt.Sprintf("factory %s is at revision %s, not %s", s.Name, s.Revision, revision)
+		}
+	}
+	return ""
+}
+
+// atRevision reports whether an applied revision (main@sha1:HEX,
+// sha256:HEX) is the one named: in full, or by the start of its hash.
+func atRevision(applied, want string) bool {
+	if applied == want {
+		return true
+	}
+	_, hash, ok := strings.Cut(applied, ":")
+	return ok && len(want) >= 7 && strings.HasPrefix(hash, strings.TrimPrefix(strings.TrimPrefix(want, "sha1:"), "sha256:"))
 }
 
 func printStatus(w io.Writer, s *factory.FactoryStatus) {
