@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"factory"
 
@@ -76,11 +77,12 @@ func tokenHandler(t testing.TB) (*Handler, *store.Store) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Store: s, Keyring: kr, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PerMinute: -1}), s
+	return New(Config{Store: s, Keyring: kr, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PerMinute: -1, RejectedPerMinute: -1}), s
 }
 
 // FuzzBodyPath posts arbitrary bodies with a valid token: the answer is
-// 202 for JSON, 400 otherwise, 413 over the limit, and the log agrees.
+// 202 for JSON in UTF-8, 400 otherwise, 413 over the limit, and the log
+// agrees.
 func FuzzBodyPath(f *testing.F) {
 	for _, s := range []string{`{}`, `[]`, `1`, `"x"`, `null`, ``, `{`, "\xff", `{"a":[1,2,{"b":null}]}`, strings.Repeat(`[`, 100000)} {
 		f.Add([]byte(s))
@@ -99,7 +101,7 @@ func FuzzBodyPath(f *testing.F) {
 		switch {
 		case len(body) > 4096:
 			want = http.StatusRequestEntityTooLarge
-		case !json.Valid(body):
+		case !json.Valid(body) || !utf8.Valid(body):
 			want = http.StatusBadRequest
 		}
 		if rec.Code != want {
