@@ -13,7 +13,9 @@ import (
 
 func (a *app) apikeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "apikeys",
+		Use: "apikeys",
+		Example: `  factory apikeys create ci-bot --scope runs
+  factory apikeys list`,
 		Short: "Manage API keys (stored hashed; a key is printed once)",
 		Long: `API keys authenticate calls to the server's API. A key has one scope: runs (the Agents
 API), read (everything but secrets and changes: pull-request checks, dashboards, metrics) or

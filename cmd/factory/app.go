@@ -33,7 +33,10 @@ type app struct {
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "factory",
+		Use: "factory",
+		Example: `  factory reconcile --dry-run --source examples/factory
+  factory serve --source examples/factory --name example
+  factory status`,
 		Short: "Run cloud coding agents from git: webhooks and automations as code",
 		Long: `factory reconciles factory repositories (webhooks/*.yaml and automations/*.md)
 into a state store, serves webhook ingress and the Agents API, and runs agents.

@@ -10,7 +10,8 @@ import (
 )
 
 func (a *app) automationsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "automations", Short: "Act on applied automations: test a filter against a delivery"}
+	cmd := &cobra.Command{Use: "automations", Short: "Act on applied automations: test a filter against a delivery",
+		Example: "  factory automations test acme/triage-issues --delivery dlv_33n3ev4xymq13c7csypfdqhr73jfm"}
 	var delivery, output string
 	test := &cobra.Command{
 		Use:   "test NAME|FACTORY/NAME|ID --delivery ID",

@@ -130,7 +130,9 @@ func (l *localBackend) TestFilter(ctx context.Context, automationUID, deliveryID
 	return l.svc.TestFilter(ctx, automationUID, deliveryID)
 }
 
-func (l *localBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) { return l.svc.APIKeys(ctx) }
+func (l *localBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
+	return l.svc.APIKeys(ctx)
+}
 
 func (l *localBackend) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
 	return l.svc.CreateAPIKey(ctx, name, scope)

@@ -21,10 +21,11 @@ func (a *app) demoAgentCmd() *cobra.Command {
 	var delay time.Duration
 	var useACP bool
 	cmd := &cobra.Command{
-		Use:    "demo-agent",
-		Short:  "The bundled DEMO agent: does no AI; summarises its prompt and attachments into SUMMARY.md (--acp: over ACP)",
-		Hidden: false,
-		Args:   cobra.NoArgs,
+		Use:     "demo-agent",
+		Example: `  factory demo-agent --acp        # as an ACP agent, for an environment's command`,
+		Short:   "The bundled DEMO agent: does no AI; summarises its prompt and attachments into SUMMARY.md (--acp: over ACP)",
+		Hidden:  false,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if useACP {
 				return runDemoACPAgent(delay)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/spf13/cobra"
 )
 
 func TestMain(m *testing.M) {
@@ -150,4 +151,19 @@ func setEnvFile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	line, _, _ := strings.Cut(ts.ReadFile(args[1]), "\n")
 	ts.Setenv(args[0], strings.TrimSpace(line))
+}
+
+// TestEveryCommandHasAnExample: every command's --help shows how to use it.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" && c.Name() != "completion" && strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(a.rootCmd())
 }

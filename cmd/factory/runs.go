@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,7 +25,8 @@ func (a *app) runsClient() (*client.Client, error) {
 }
 
 func (a *app) runsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "runs", Short: "Create, list, inspect, follow up and cancel agent runs (the Agents API)"}
+	cmd := &cobra.Command{Use: "runs", Short: "Create, list, inspect, follow up and cancel agent runs (the Agents API)",
+		Example: "  factory runs create --prompt \"Fix the flaky test in ci/\"\n  factory runs list --state INPROGRESS"}
 	cmd.AddCommand(a.runsCreateCmd(), a.runsListCmd(), a.runsGetCmd(), a.runsFollowupCmd(), a.runsCancelCmd())
 	return cmd
 }
@@ -92,10 +94,11 @@ type runsListOpts struct {
 func (a *app) runsListCmd() *cobra.Command {
 	o := &runsListOpts{}
 	cmd := &cobra.Command{
-		Use:   "list [--state S]... [--limit N]",
-		Short: "List runs, most recently updated first",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, args []string) error { return a.runsList(cmd, o) },
+		Use:     "list [--state S]... [--limit N]",
+		Example: `  factory runs list --state FAILED --state ERROR --limit 50`,
+		Short:   "List runs, most recently updated first",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.runsList(cmd, o) },
 	}
 	cmd.Flags().StringSliceVar(&o.states, "state", nil, "only runs in this state (repeatable)")
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "how many, at most 500")
@@ -108,7 +111,11 @@ func (a *app) runsList(cmd *cobra.Command, o *runsListOpts) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"limit": {strconv.Itoa(o.limit)}, "state": o.states}
+	states := make([]string, len(o.states))
+	for i, st := range o.states {
+		states[i] = strings.ToUpper(st) // succeeded is SUCCEEDED
+	}
+	q := url.Values{"limit": {strconv.Itoa(o.limit)}, "state": states}
 	page, err := c.ListRuns(cmd.Context(), q)
 	if err != nil {
 		return apiError(err)
@@ -132,10 +139,11 @@ type runsGetOpts struct {
 func (a *app) runsGetCmd() *cobra.Command {
 	o := &runsGetOpts{}
 	cmd := &cobra.Command{
-		Use:   "get RUN_ID [--follow]",
-		Short: "Show a run; --follow prints its status messages until it ends",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return a.runsGet(cmd, args[0], o) },
+		Use:     "get RUN_ID [--follow]",
+		Example: `  factory runs get run_2kx8... --follow`,
+		Short:   "Show a run; --follow prints its status messages until it ends",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.runsGet(cmd, args[0], o) },
 	}
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "print status messages until the run ends")
 	outputFlag(cmd, &o.output, "text", "json")
@@ -172,9 +180,10 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 func (a *app) runsFollowupCmd() *cobra.Command {
 	var message string
 	cmd := &cobra.Command{
-		Use:   "followup RUN_ID --message TEXT",
-		Short: "Send a follow-up: the next turn of a running run, or continue a finished one",
-		Args:  cobra.ExactArgs(1),
+		Use:     "followup RUN_ID --message TEXT",
+		Example: `  factory runs followup run_2kx8... --message "Also update the changelog"`,
+		Short:   "Send a follow-up: the next turn of a running run, or continue a finished one",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.runsClient()
 			if err != nil {
@@ -196,9 +205,10 @@ func (a *app) runsFollowupCmd() *cobra.Command {
 
 func (a *app) runsCancelCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "cancel RUN_ID",
-		Short: "Cancel a queued or running run",
-		Args:  cobra.ExactArgs(1),
+		Use:     "cancel RUN_ID",
+		Example: `  factory runs cancel run_2kx8...`,
+		Short:   "Cancel a queued or running run",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.runsClient()
 			if err != nil {

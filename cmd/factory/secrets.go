@@ -17,7 +17,9 @@ import (
 
 func (a *app) secretsCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "secrets",
+		Use: "secrets",
+		Example: `  factory secrets create github-signing --from-stdin < secret.txt
+  factory secrets list`,
 		Short: "Manage the team's managed secrets (encrypted at rest; values are never listed)",
 		Long: `Managed secrets hold webhook credentials: bearer tokens, URL tokens and providers'
 signing secrets, and git credentials. A webhook names one with secretName; it must
@@ -52,7 +54,9 @@ func (a *app) secretsCreateCmd() *cobra.Command {
 func (a *app) secretsRotateCmd() *cobra.Command {
 	var rotateStdin bool
 	rotate := &cobra.Command{
-		Use:   "rotate NAME [--from-stdin]",
+		Use: "rotate NAME [--from-stdin]",
+		Example: `  factory secrets rotate ops-token                 # a new generated value, printed once
+  factory secrets rotate github-signing --from-stdin < new.txt`,
 		Short: "Replace a secret's value; webhooks use the new one from their factory's next sync",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,9 +71,10 @@ func (a *app) secretsRotateCmd() *cobra.Command {
 func (a *app) secretsListCmd() *cobra.Command {
 	var output string
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List secrets: names, versions and dates, never values",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  factory secrets list --output json`,
+		Short:   "List secrets: names, versions and dates, never values",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var secs []*factory.Secret
 			err := a.withBackend(func(b backend) (err error) {
@@ -102,9 +107,10 @@ func (a *app) secretsListCmd() *cobra.Command {
 
 func (a *app) secretsDeleteCmd() *cobra.Command {
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a secret (refused while a webhook references it)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete NAME",
+		Example: `  factory secrets delete old-token`,
+		Short:   "Delete a secret (refused while a webhook references it)",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := a.withBackend(func(b backend) error { return b.DeleteSecret(cmd.Context(), args[0]) })
 			if err != nil {

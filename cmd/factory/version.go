@@ -16,9 +16,10 @@ var (
 func (a *app) versionCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, commit and Go version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Example: `  factory version --output json`,
+		Short:   "Print the version, commit and Go version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output == "json" {
 				return printJSON(a.stdout, map[string]string{"version": version, "commit": commit, "go": runtime.Version()})

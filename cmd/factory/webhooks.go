@@ -15,12 +15,15 @@ import (
 
 func (a *app) webhooksCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "webhooks",
+		Use: "webhooks",
+		Example: `  factory webhooks deliveries acme/github
+  factory webhooks suspend acme/github`,
 		Short: "Act on applied webhooks: delivery log, suspend/resume, reveal a secret, import a UID",
 	}
 	reveal := &cobra.Command{
-		Use:   "reveal NAME|FACTORY/NAME",
-		Short: "Print a webhook's generated secret, once",
+		Use:     "reveal NAME|FACTORY/NAME",
+		Example: `  factory webhooks reveal acme/ci`,
+		Short:   "Print a webhook's generated secret, once",
 		Long: `Print the secret the service generated for a webhook without secretName. It can be
 read exactly once; after that it can only be rotated (factory secrets rotate).`,
 		Args: cobra.ExactArgs(1),
@@ -46,7 +49,9 @@ is a no-op.`,
 	var limit int
 	var output string
 	deliveries := &cobra.Command{
-		Use:   "deliveries NAME|FACTORY/NAME|UID [--limit N]",
+		Use: "deliveries NAME|FACTORY/NAME|UID [--limit N]",
+		Example: `  factory webhooks deliveries acme/github --limit 20
+  factory webhooks deliveries wh_5f3k9x2m7q1z8c4v6b0n --output json`,
 		Short: "Show a webhook's delivery log, newest first",
 		Long: `Show the delivery log of a webhook, newest first: every request that reached it
 (Accepted, Duplicate, Rejected (auth), Rejected (invalid JSON), Rejected (too large)),
@@ -59,16 +64,18 @@ always.`,
 	deliveries.Flags().IntVar(&limit, "limit", 50, "how many records, at most 500")
 	outputFlag(deliveries, &output, "text", "json")
 	suspend := &cobra.Command{
-		Use:   "suspend NAME|FACTORY/NAME",
-		Short: "Turn a webhook off (senders get 404) without changing its file",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], true) },
+		Use:     "suspend NAME|FACTORY/NAME",
+		Example: `  factory webhooks suspend acme/github`,
+		Short:   "Turn a webhook off (senders get 404) without changing its file",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], true) },
 	}
 	resume := &cobra.Command{
-		Use:   "resume NAME|FACTORY/NAME",
-		Short: "Turn a suspended webhook back on",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], false) },
+		Use:     "resume NAME|FACTORY/NAME",
+		Example: `  factory webhooks resume acme/github`,
+		Short:   "Turn a suspended webhook back on",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.setSuspended(cmd, args[0], false) },
 	}
 	cmd.AddCommand(reveal, imp, deliveries, suspend, resume)
 	return cmd

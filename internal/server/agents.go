@@ -360,7 +360,7 @@ func parseRunQuery(qs url.Values) (store.RunQuery, error) {
 	for _, v := range qs["state"] {
 		st, ok := factory.ParseRunState(v)
 		if !ok {
-			return q, errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state", v))
+			return q, errorf(CodeInvalidRequest, fmt.Sprintf("state: %q is not a run state: one of %s", v, runStateNames()))
 		}
 		q.States = append(q.States, st)
 	}
@@ -507,4 +507,13 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
 	return nil
+}
+
+// runStateNames lists the run states for an error message.
+func runStateNames() string {
+	names := make([]string, len(factory.RunStates))
+	for i, st := range factory.RunStates {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }
