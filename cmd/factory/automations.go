@@ -13,6 +13,7 @@ func (a *app) automationsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "automations", Short: "Act on applied automations: test a filter against a delivery",
 		Example: "  factory automations test acme/triage-issues --delivery dlv_33n3ev4xymq13c7csypfdqhr73jfm"}
 	var delivery, output string
+	var exitCodeFlag bool
 	test := &cobra.Command{
 		Use:   "test NAME|FACTORY/NAME|ID --delivery ID",
 		Short: "Would this delivery trigger the automation? (the Test filter action)",
@@ -39,7 +40,10 @@ each payload filter key, so you see which key stopped the delivery.`,
 				return err
 			}
 			if output == "json" {
-				return printJSON(a.stdout, res)
+				if err := printJSON(a.stdout, res); err != nil {
+					return err
+				}
+				return verdictExit(exitCodeFlag, res)
 			}
 			verdict := "Would not trigger"
 			if res.WouldTrigger {
@@ -58,10 +62,11 @@ each payload filter key, so you see which key stopped the delivery.`,
 				}
 				fmt.Fprintf(a.stdout, "    %s %s %s %s: actual %s\n", passFail(k.Passed), k.Path, k.Operator, mustJSON(k.Expected), actual)
 			}
-			return nil
+			return verdictExit(exitCodeFlag, res)
 		},
 	}
 	test.Flags().StringVar(&delivery, "delivery", "", "the delivery ID (required)")
+	test.Flags().BoolVar(&exitCodeFlag, "exit-code", false, "exit 1 when the delivery would not trigger the automation")
 	outputFlag(test, &output, "text", "json")
 	cmd.AddCommand(test)
 	return cmd
@@ -80,4 +85,13 @@ func mustJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// verdictExit is the exit of automations test: 1 for "Would not trigger"
+// with --exit-code, for scripts.
+func verdictExit(want bool, res *factory.TestResult) error {
+	if want && !res.WouldTrigger {
+		return exitCode(1)
+	}
+	return nil
 }

@@ -121,7 +121,8 @@ func waitServer(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // post DATA UID BODY [HEADER=VALUE...] posts a delivery to the ingress of
-// the server of a data directory, and prints the status and the answer.
+// the server of a data directory, prints the status and the answer, and
+// sets $DELIVERY_ID to the delivery's ID.
 func postDelivery(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 3 {
 		ts.Fatalf("usage: post DATA UID BODY [HEADER=VALUE...]")
@@ -141,6 +142,12 @@ func postDelivery(ts *testscript.TestScript, neg bool, args []string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Fprintf(ts.Stdout(), "%d %s", resp.StatusCode, body)
+	var out struct {
+		ID string `json:"delivery_id"`
+	}
+	if json.Unmarshal(body, &out) == nil && out.ID != "" {
+		ts.Setenv("DELIVERY_ID", out.ID) // for the commands that follow
+	}
 }
 
 // setenvfile VAR FILE sets an environment variable to a file's first line

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -173,6 +174,13 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 	}
 	if r.DeliveryID != "" {
 		fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)
+	}
+	// The workspace, when this machine holds it (a server on this data
+	// directory, or the store itself).
+	if ws, err := filepath.Abs(filepath.Join(a.dataDir(), "runs", r.RunID, "workspace")); err == nil {
+		if fi, err := os.Stat(ws); err == nil && fi.IsDir() {
+			fmt.Fprintf(tw, "Workspace:\t%s\n", ws)
+		}
 	}
 	return tw.Flush()
 }

@@ -252,7 +252,7 @@ func duplicates(b *testing.B, base string) int {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`factory_deliveries_total\{label="Duplicate",webhook="[^"]*"\} (\d+)`).FindSubmatch(raw)
+	m := regexp.MustCompile(`factory_deliveries_total\{label="Duplicate",webhook="[^"]*"[^}]*\} (\d+)`).FindSubmatch(raw)
 	if m == nil {
 		return 0
 	}

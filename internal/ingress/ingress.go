@@ -109,15 +109,15 @@ func New(cfg Config) *Handler {
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_total",
 			Help: "Webhook deliveries by webhook UID and log label.",
-		}, []string{"webhook", "label"}),
+		}, []string{"webhook", "webhook_name", "label"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_throttled_total",
 			Help: "Webhook requests answered 429, by webhook UID and budget: rate, failed_auth or rejected.",
-		}, []string{"webhook", "budget"}),
+		}, []string{"webhook", "webhook_name", "budget"}),
 		unlogged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_unlogged_total",
 			Help: "Refused webhook requests not logged one by one (the client was over its budget of refusals), by webhook UID and the label they would have had.",
-		}, []string{"webhook", "label"}),
+		}, []string{"webhook", "webhook_name", "label"}),
 	}
 }
 
@@ -130,6 +130,7 @@ func (h *Handler) Collectors() []prometheus.Collector {
 // scheme, resolved once per change of state.
 type target struct {
 	rec    *factory.Webhook
+	name   string // FACTORY/NAME, for metrics and the log
 	secret []byte
 	scheme Scheme
 }
@@ -160,7 +161,7 @@ func (h *Handler) lookup(uid string) (*target, error) {
 		if !w.Active() {
 			continue // disabled, suspended: 404 like an unknown UID
 		}
-		tg := &target{rec: w, scheme: Schemes[w.Spec.SignatureScheme]}
+		tg := &target{rec: w, name: w.Factory + "/" + w.Key, scheme: Schemes[w.Spec.SignatureScheme]}
 		if sealed, err := h.cfg.Store.SealedSecret(w.SecretName, w.SecretVersion); err == nil {
 			tg.secret, err = h.cfg.Keyring.Open(w.SecretName, sealed)
 			if err != nil {
@@ -194,15 +195,15 @@ type request struct {
 // counted, not logged.
 func (q *request) reject(label, reason string, err *problem.Error) error {
 	if _, wait, ok := q.h.rejected.reserve(q.rejectKey(), q.now); !ok {
-		q.h.unlogged.WithLabelValues(q.t.rec.UID, label).Inc()
-		return q.h.tooManyRefusals(q.t.rec.UID, wait)
+		q.h.unlogged.WithLabelValues(q.t.rec.UID, q.t.name, label).Inc()
+		return q.h.tooManyRefusals(q.t, wait)
 	}
 	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
 		return rerr
 	}
-	q.h.deliveries.WithLabelValues(q.t.rec.UID, label).Inc()
+	q.h.deliveries.WithLabelValues(q.t.rec.UID, q.t.name, label).Inc()
 	q.h.logOutcome(q.t, d)
 	return err
 }
@@ -211,8 +212,8 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 // webhook and client.
 func (q *request) rejectKey() string { return q.t.rec.UID + "|" + q.client }
 
-func (h *Handler) tooManyRefusals(uid string, wait time.Duration) error {
-	h.throttled.WithLabelValues(uid, "rejected").Inc()
+func (h *Handler) tooManyRefusals(t *target, wait time.Duration) error {
+	h.throttled.WithLabelValues(t.rec.UID, t.name, "rejected").Inc()
 	return &problem.Error{Code: problem.Unavailable, Message: "too many refused requests from this address; retry later", RetryAfter: retryAfter(wait)}
 }
 
@@ -232,11 +233,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	// 2. The budgets of this webhook and client: failed authentications,
 	// and refusals of any kind.
 	if wait, full := h.rejected.full(q.rejectKey(), now); full {
-		return h.tooManyRefusals(uid, wait)
+		return h.tooManyRefusals(t, wait)
 	}
 	failKey := uid + "|" + q.client
 	if wait, full := h.failed.full(failKey, now); full {
-		h.throttled.WithLabelValues(uid, "failed_auth").Inc()
+		h.throttled.WithLabelValues(uid, t.name, "failed_auth").Inc()
 		return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
 	}
 	authFailed := func(reason string) error {
@@ -245,7 +246,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		// slot is atomic, so at most the budget's failures are answered
 		// 401 (and logged); the rest are throttled.
 		if _, wait, ok := h.failed.reserve(failKey, now); !ok {
-			h.throttled.WithLabelValues(uid, "failed_auth").Inc()
+			h.throttled.WithLabelValues(uid, t.name, "failed_auth").Inc()
 			return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
 		}
 		return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
@@ -283,7 +284,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	// 5. The delivery rate of this webhook (accepted and duplicates).
 	release, wait, ok := h.rate.reserve(uid, now)
 	if !ok {
-		h.throttled.WithLabelValues(uid, "rate").Inc()
+		h.throttled.WithLabelValues(uid, t.name, "rate").Inc()
 		return &problem.Error{Code: problem.Unavailable, Message: fmt.Sprintf("more than %d deliveries in the last minute", h.cfg.PerMinute), RetryAfter: retryAfter(wait)}
 	}
 
@@ -375,7 +376,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 			if err := h.cfg.Store.RecordDelivery(d, nil, nil); err != nil {
 				return err
 			}
-			h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
+			h.deliveries.WithLabelValues(t.rec.UID, t.name, d.Label).Inc()
 			h.logOutcome(t, d)
 			duplicate(w, d.ID, prev)
 			return nil
@@ -392,7 +393,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 	if full {
 		go h.rebuildFilter(filter)
 	}
-	h.deliveries.WithLabelValues(t.rec.UID, d.Label).Inc()
+	h.deliveries.WithLabelValues(t.rec.UID, t.name, d.Label).Inc()
 	h.logOutcome(t, d)
 	accepted(w, d.ID)
 	if h.cfg.Accepted != nil {
@@ -422,7 +423,7 @@ func duplicate(w http.ResponseWriter, id, of string) {
 
 // logOutcome writes the server log's line for a delivery the log keeps.
 func (h *Handler) logOutcome(t *target, d *factory.Delivery) {
-	attrs := []slog.Attr{slog.String("webhook", t.rec.Factory+"/"+t.rec.Key), slog.String("webhook_uid", t.rec.UID),
+	attrs := []slog.Attr{slog.String("webhook", t.name), slog.String("webhook_uid", t.rec.UID),
 		slog.String("label", d.Label), slog.String("delivery", d.ID), slog.String("client", d.ClientAddr)}
 	switch {
 	case d.DuplicateOf != "":

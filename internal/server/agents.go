@@ -36,7 +36,7 @@ const (
 	idempotencyWindow = 24 * time.Hour
 )
 
-func (s *Server) agentRoutes(mux *http.ServeMux) {
+func (s *Server) agentRoutes(mux *routes) {
 	runs := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns) }
 	readRuns := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns, factory.ScopeRead) }
 	mux.Handle("POST /v1/agent/run", runs(s.createRun))

@@ -499,7 +499,7 @@ func TestRefusalsAreBounded(t *testing.T) {
 	if logged := len(h.log(gh.uid)); logged != factory.RejectedPerMinute {
 		t.Fatalf("%d records logged, want %d", logged, factory.RejectedPerMinute)
 	}
-	want := fmt.Sprintf(`factory_deliveries_throttled_total{budget="rejected",webhook="%s"} %d`, gh.uid, n-factory.RejectedPerMinute)
+	want := fmt.Sprintf(`factory_deliveries_throttled_total{budget="rejected",webhook="%s",webhook_name="acme/gh"} %d`, gh.uid, n-factory.RejectedPerMinute)
 	if !strings.Contains(h.metrics(), want) {
 		t.Fatalf("metrics lack %q", want)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"factory"
 	"factory/internal/automations"
 	"factory/internal/ingress"
+	"factory/internal/problem"
 	"factory/internal/reconciler"
 	"factory/internal/runtime"
 	"factory/internal/service"
@@ -368,7 +370,7 @@ func (s *Server) syncAll(ctx context.Context) {
 
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := newRoutes()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRead) }
@@ -400,7 +402,47 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/admin/api-keys", admin(s.listAPIKeys))
 	mux.Handle("POST /v1/admin/api-keys", admin(s.createAPIKey))
 	mux.Handle("POST /v1/admin/api-keys/revoke", admin(s.revokeAPIKey))
-	return mux
+	return mux.done()
+}
+
+// routes is the server's mux, remembering each path's methods, so that a
+// request with another method gets 405 with Allow as problem+json, like
+// every other error (the mux's own 405 is plain text). The fallbacks are
+// patterns without a method, which the mux tries only when no method
+// matches: the routes themselves pay nothing for them.
+type routes struct {
+	mux     *http.ServeMux
+	methods map[string][]string // path → methods
+	paths   []string
+}
+
+func newRoutes() *routes { return &routes{mux: http.NewServeMux(), methods: map[string][]string{}} }
+
+func (rt *routes) Handle(pattern string, h http.Handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	if _, seen := rt.methods[path]; !seen {
+		rt.paths = append(rt.paths, path)
+	}
+	rt.methods[path] = append(rt.methods[path], method)
+	rt.mux.Handle(pattern, h)
+}
+
+func (rt *routes) HandleFunc(pattern string, f http.HandlerFunc) { rt.Handle(pattern, f) }
+
+// done adds the 405 fallbacks and returns the mux.
+func (rt *routes) done() http.Handler {
+	for _, path := range rt.paths {
+		allow := rt.methods[path]
+		if slices.Contains(allow, http.MethodGet) {
+			allow = append(allow, http.MethodHead)
+		}
+		header := strings.Join(allow, ", ")
+		rt.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", header)
+			problem.Write(w, r, problem.Errorf(problem.MethodNotAllowed, fmt.Sprintf("%s is not allowed here: use %s", r.Method, header)), nil)
+		})
+	}
+	return rt.mux
 }
 
 type handler func(w http.ResponseWriter, r *http.Request) error

@@ -338,3 +338,26 @@ func TestMetricsNeedAKey(t *testing.T) {
 		t.Fatalf("the metrics listener serves no metrics: %.200s", body)
 	}
 }
+
+// TestMethodNotAllowedIsAProblem: a wrong method gets 405 with Allow, as
+// application/problem+json like every other error.
+func TestMethodNotAllowedIsAProblem(t *testing.T) {
+	h := start(t)
+	for path, allow := range map[string]string{
+		"/webhooks/w/wh_0000000000000000none": "POST",
+		"/v1/secrets":                         "GET, POST, HEAD",
+		"/healthz":                            "GET, HEAD",
+	} {
+		req, _ := http.NewRequest(http.MethodPut, h.url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != allow || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(string(body), `"type":"https://factory.invalid/errors/method_not_allowed"`) {
+			t.Errorf("PUT %s: %d, Allow %q, %s: %s", path, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), body)
+		}
+	}
+}
