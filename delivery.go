@@ -24,8 +24,10 @@ type Delivery struct {
 	// Reason says why a request was rejected (never a secret).
 	Reason string `json:"reason,omitempty"`
 	// DuplicateOf is the accepted delivery a duplicate repeats.
-	DuplicateOf string   `json:"duplicate_of,omitempty"`
-	RunIDs      []string `json:"run_ids"`
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	// RedeliveryOf is the delivery an operator delivered again.
+	RedeliveryOf string   `json:"redelivery_of,omitempty"`
+	RunIDs       []string `json:"run_ids"`
 }
 
 // API key scopes (docs/spec/agents-api.md): runs for the Agents API, read

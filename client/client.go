@@ -453,3 +453,20 @@ func (c *Client) RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey,
 	}
 	return out.Key, c.Do(ctx, http.MethodPost, "/v1/admin/api-keys/revoke", bytes.NewReader(b), &out)
 }
+
+// FindDelivery reads a delivery by its ID alone, with its payload when it
+// was accepted (read scope).
+func (c *Client) FindDelivery(ctx context.Context, id string) (*Delivery, error) {
+	out := &Delivery{}
+	return out, c.Do(ctx, http.MethodGet, "/v1/deliveries/"+url.PathEscape(id), nil, out)
+}
+
+// Redeliver delivers an accepted delivery's payload again, as a new
+// delivery evaluated as if it had just arrived (admin); it returns the new
+// delivery's ID.
+func (c *Client) Redeliver(ctx context.Context, id string) (string, error) {
+	var out struct {
+		ID string `json:"delivery_id"`
+	}
+	return out.ID, c.Do(ctx, http.MethodPost, "/v1/deliveries/"+url.PathEscape(id)+"/redeliver", nil, &out)
+}

@@ -24,6 +24,8 @@ type backend interface {
 	SetSuspended(ctx context.Context, uid string, suspended bool) error
 	Deliveries(ctx context.Context, uid string, limit int) ([]*factory.Delivery, error)
 	TestFilter(ctx context.Context, automationUID, deliveryID string) (*factory.TestResult, error)
+	FindDelivery(ctx context.Context, id string) (*factory.DeliveryView, error)
+	Redeliver(ctx context.Context, id string) (string, error)
 	APIKeys(ctx context.Context) ([]*factory.APIKey, error)
 	CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error)
 	RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error)
@@ -130,6 +132,24 @@ func (l *localBackend) TestFilter(ctx context.Context, automationUID, deliveryID
 	return l.svc.TestFilter(ctx, automationUID, deliveryID)
 }
 
+func (l *localBackend) FindDelivery(ctx context.Context, id string) (*factory.DeliveryView, error) {
+	d, payload, err := l.svc.FindDelivery(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &factory.DeliveryView{Delivery: *d, Payload: payload}, nil
+}
+
+// Redeliver queues the delivery in the store; a server evaluates it when
+// it starts (it reads the stored queue then).
+func (l *localBackend) Redeliver(ctx context.Context, id string) (string, error) {
+	d, err := l.svc.Redeliver(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return d.ID, nil
+}
+
 func (l *localBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
 	return l.svc.APIKeys(ctx)
 }
@@ -206,6 +226,16 @@ func (r remoteBackend) TestFilter(ctx context.Context, automationUID, deliveryID
 		return nil, apiError(err)
 	}
 	return &res, nil
+}
+
+func (r remoteBackend) FindDelivery(ctx context.Context, id string) (*factory.DeliveryView, error) {
+	d, err := r.c.FindDelivery(ctx, id)
+	return d, apiError(err)
+}
+
+func (r remoteBackend) Redeliver(ctx context.Context, id string) (string, error) {
+	nid, err := r.c.Redeliver(ctx, id)
+	return nid, apiError(err)
 }
 
 func (r remoteBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {

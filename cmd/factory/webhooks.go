@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -61,6 +62,7 @@ always.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.deliveries(cmd, args[0], limit, output) },
 	}
+	deliveries.AddCommand(a.deliveriesGetCmd(), a.deliveriesRedeliverCmd())
 	deliveries.Flags().IntVar(&limit, "limit", 50, "how many records, at most 500")
 	outputFlag(deliveries, &output, "text", "json")
 	suspend := &cobra.Command{
@@ -205,4 +207,73 @@ func (a *app) importUID(arg, uid string) error {
 	}
 	fmt.Fprintf(a.stdout, "Webhook %s will take UID %s when it first applies.\n", arg, uid)
 	return nil
+}
+
+func (a *app) deliveriesGetCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "get DELIVERY_ID",
+		Short:   "Show one delivery, with its payload when it was accepted",
+		Example: "  factory webhooks deliveries get dlv_33n3ev4xymq13c7csypfdqhr73jfm --output json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d *factory.DeliveryView
+			err := a.withBackend(func(b backend) (err error) {
+				d, err = b.FindDelivery(cmd.Context(), args[0])
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(a.stdout, d)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "Delivery:\t%s\nWebhook:\t%s\nLabel:\t%s\nTime:\t%s\nSize:\t%d\nClient:\t%s\n",
+				d.ID, d.WebhookUID, d.Label, d.Time.Format(time.RFC3339), d.Size, d.ClientAddr)
+			for label, v := range map[string]string{"Reason": d.Reason, "Duplicate of": d.DuplicateOf, "Redelivery of": d.RedeliveryOf} {
+				if v != "" {
+					fmt.Fprintf(tw, "%s:\t%s\n", label, v)
+				}
+			}
+			if len(d.RunIDs) > 0 {
+				fmt.Fprintf(tw, "Runs:\t%s\n", strings.Join(d.RunIDs, ", "))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(d.Payload) > 0 {
+				fmt.Fprintf(a.stdout, "\n%s\n", d.Payload)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "json")
+	return cmd
+}
+
+func (a *app) deliveriesRedeliverCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "redeliver DELIVERY_ID",
+		Short: "Deliver an accepted delivery's payload again, evaluated as if it had just arrived",
+		Long: `Accept an accepted delivery's payload again, as a new delivery of the same webhook: the
+automations it matches now start their runs again (after a fix to a filter or a prompt, or
+when its runs failed for a reason outside the agent). The new record names the delivery it
+repeats. Through a server it is evaluated at once; on a store, when a server next starts.`,
+		Example: "  factory webhooks deliveries redeliver dlv_33n3ev4xymq13c7csypfdqhr73jfm",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(b backend) error {
+				id, err := b.Redeliver(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "Delivered %s again as %s.\n", args[0], id)
+				if !b.Live() {
+					fmt.Fprintln(a.stderr, "It is evaluated when a server next starts on this store.")
+				}
+				return nil
+			})
+		},
+	}
 }

@@ -96,3 +96,24 @@ func (s *Server) writeWebhook(w http.ResponseWriter, wh *factory.Webhook) error 
 	writeJSON(w, http.StatusOK, webhookView{WebhookStatus: st.Webhooks[0], FactoryUID: f.UID})
 	return nil
 }
+
+// findDelivery is GET /v1/deliveries/{id}: a delivery by its ID alone.
+func (s *Server) findDelivery(w http.ResponseWriter, r *http.Request) error {
+	d, payload, err := s.svc.FindDelivery(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, factory.DeliveryView{Delivery: *d, Payload: payload})
+	return nil
+}
+
+// redeliver is POST /v1/deliveries/{id}/redeliver: 202 with the new
+// delivery, evaluated as if it had just arrived.
+func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.svc.Redeliver(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"delivery_id": d.ID, "redelivery_of": d.RedeliveryOf})
+	return nil
+}

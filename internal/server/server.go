@@ -104,6 +104,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Queued
 	}
+	s.svc.Accepted = accepted
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
 		RejectedPerMinute: cfg.IngressRejectedPerMinute})
@@ -395,6 +396,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/webhooks/{uid}/resume", admin(s.suspend(false)))
 	mux.Handle("GET /v1/webhooks/{uid}/deliveries", read(s.listDeliveries))
 	mux.Handle("GET /v1/webhooks/{uid}/deliveries/{id}", read(s.getDelivery))
+	mux.Handle("GET /v1/deliveries/{id}", read(s.findDelivery))
+	mux.Handle("POST /v1/deliveries/{id}/redeliver", admin(s.redeliver))
 	mux.Handle("GET /v1/secrets", admin(s.listSecrets))
 	mux.Handle("POST /v1/secrets", admin(s.createSecret))
 	mux.Handle("POST /v1/secrets/{name}/rotate", admin(s.rotateSecret))

@@ -31,6 +31,9 @@ type Service struct {
 	// for the secret apply, and rotations are in force when the call
 	// returns.
 	SecretsChanged func(ctx context.Context)
+	// Accepted, when set, is handed a delivery accepted by Redeliver, to
+	// evaluate it now (as ingress hands over what it accepts).
+	Accepted func(store.QueueItem)
 }
 
 func (s *Service) lock() func() {
@@ -205,4 +208,56 @@ func (s *Service) RevealWebhookSecret(ctx context.Context, uid string) ([]byte, 
 		return nil, err
 	}
 	return value, nil
+}
+
+// FindDelivery finds a delivery by its ID alone, among the webhooks (live
+// and deleted) of every factory, with its payload when it was accepted.
+func (s *Service) FindDelivery(ctx context.Context, id string) (*factory.Delivery, []byte, error) {
+	fs, err := s.Store.Factories()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range fs {
+		hooks, err := s.Store.AllWebhooksOf(f.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, w := range hooks {
+			if _, err := s.Store.Delivery(w.UID, id); err == nil {
+				return s.Delivery(ctx, w.UID, id)
+			}
+		}
+	}
+	return nil, nil, factory.Errorf(factory.ENOTFOUND, "no delivery %s", id)
+}
+
+// Redeliver accepts an accepted delivery's payload again, as a new
+// delivery of the same webhook that is evaluated as if it had just
+// arrived: the automations it matches now start runs again. The new
+// record names the one it repeats.
+func (s *Service) Redeliver(ctx context.Context, id string) (*factory.Delivery, error) {
+	d, payload, err := s.FindDelivery(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Label != factory.LabelAccepted {
+		return nil, factory.Errorf(factory.ECONFLICT, "delivery %s was logged %s: only an accepted delivery has a payload to deliver again", d.ID, d.Label)
+	}
+	w, err := s.Store.WebhookByUID(d.WebhookUID)
+	if err != nil {
+		return nil, err
+	}
+	if !w.Active() {
+		return nil, factory.Errorf(factory.ECONFLICT, "webhook %s/%s (%s) is deleted, disabled or suspended: a delivery to it would start nothing", w.Factory, w.Key, w.UID)
+	}
+	now := time.Now().UTC()
+	nd := &factory.Delivery{ID: store.NewDeliveryID(now), WebhookUID: w.UID, Label: factory.LabelAccepted, Size: int64(len(payload)),
+		Time: now, IdentitySource: "redelivery", Identity: d.ID, ClientAddr: "operator", RedeliveryOf: d.ID, RunIDs: []string{}}
+	if err := s.Store.RecordDelivery(nd, payload, nil); err != nil {
+		return nil, err
+	}
+	if s.Accepted != nil {
+		s.Accepted(store.QueueItem{DeliveryID: nd.ID, WebhookUID: w.UID})
+	}
+	return nd, nil
 }

@@ -128,3 +128,43 @@ func TestInternalErrorsStayInternal(t *testing.T) {
 		t.Fatalf("an internal domain error maps to %+v", p)
 	}
 }
+
+func TestRedeliver(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	const uid = "wh_0000000000000000sv02"
+	b := svc.Store.NewBatch()
+	b.PutFactory(&factory.Factory{Name: "f", UID: "fc_0000000000000000sv02"})
+	b.PutWebhook(&factory.Webhook{Factory: "f", Key: "w", UID: uid, Spec: factory.WebhookSpec{Name: "w", AuthMode: factory.AuthToken, Enabled: true}})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ok := &factory.Delivery{ID: store.NewDeliveryID(time.Now()), WebhookUID: uid, Label: factory.LabelAccepted, Time: time.Now()}
+	bad := &factory.Delivery{ID: store.NewDeliveryID(time.Now()), WebhookUID: uid, Label: factory.LabelRejectedJSON, Time: time.Now()}
+	for _, d := range []*factory.Delivery{ok, bad} {
+		if err := svc.Store.RecordDelivery(d, []byte(`{"a":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var handed []string
+	svc.Accepted = func(it store.QueueItem) { handed = append(handed, it.DeliveryID) }
+	nd, err := svc.Redeliver(ctx, ok.ID)
+	if err != nil || nd.RedeliveryOf != ok.ID || nd.ID == ok.ID || len(handed) != 1 || handed[0] != nd.ID {
+		t.Fatalf("redeliver: %+v %v, handed %v", nd, err, handed)
+	}
+	if queued, _ := svc.Store.IsQueued(nd.ID); !queued {
+		t.Fatal("the new delivery is not queued for evaluation")
+	}
+	if _, p, err := svc.FindDelivery(ctx, nd.ID); err != nil || string(p) != `{"a":1}` {
+		t.Fatalf("the new delivery's payload: %q %v", p, err)
+	}
+	_, err = svc.Redeliver(ctx, bad.ID)
+	code(t, "redeliver a rejected delivery", err, factory.ECONFLICT, http.StatusConflict)
+	_, err = svc.Redeliver(ctx, "dlv_nope")
+	code(t, "redeliver an unknown delivery", err, factory.ENOTFOUND, http.StatusNotFound)
+	if _, err := svc.SetSuspended(ctx, uid, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Redeliver(ctx, ok.ID)
+	code(t, "redeliver to a suspended webhook", err, factory.ECONFLICT, http.StatusConflict)
+}

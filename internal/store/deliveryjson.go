@@ -42,6 +42,10 @@ func appendDelivery(b []byte, d *factory.Delivery) []byte {
 		b = append(b, `,"duplicate_of":`...)
 		b = appendString(b, d.DuplicateOf)
 	}
+	if d.RedeliveryOf != "" {
+		b = append(b, `,"redelivery_of":`...)
+		b = appendString(b, d.RedeliveryOf)
+	}
 	b = append(b, `,"run_ids":`...)
 	if d.RunIDs == nil {
 		b = append(b, "null"...)

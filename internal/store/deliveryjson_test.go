@@ -14,7 +14,7 @@ func TestDeliveryEncodingMatchesJSON(t *testing.T) {
 	cases := []*factory.Delivery{
 		{ID: "dlv_1", WebhookUID: "wh_1", Label: factory.LabelAccepted, Size: 1024, Time: now, IdentitySource: "header", Identity: "abc", ClientAddr: "127.0.0.1", RunIDs: []string{}},
 		{ID: "dlv_2", WebhookUID: "wh_1", Label: factory.LabelRejectedAuth, Time: now.Truncate(time.Second), ClientAddr: "::1", Reason: `bad "token" <x> & y`},
-		{ID: "dlv_3", WebhookUID: "wh_1", Label: factory.LabelDuplicate, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), DuplicateOf: "dlv_1", RunIDs: []string{"run_a", "run_b"}},
+		{ID: "dlv_3", WebhookUID: "wh_1", Label: factory.LabelDuplicate, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), DuplicateOf: "dlv_1", RedeliveryOf: "dlv_0\u2028<x>", RunIDs: []string{"run_a", "run_b"}},
 		{Identity: "tab\there\nnew\r\x00\x1f\x7f\b\f\\ \u2028 \u2029 é 日本 \xff\xfe bad", Time: now.In(time.FixedZone("X", 3600))},
 		{},
 	}
@@ -34,7 +34,7 @@ func FuzzDeliveryEncoding(f *testing.F) {
 	f.Add("\xff", "\u2028", "\x00\x01", "", int64(-1), int64(0))
 	f.Fuzz(func(t *testing.T, id, source, ident, addr string, size, ns int64) {
 		d := &factory.Delivery{ID: id, WebhookUID: source, Label: ident, Size: size, Time: time.Unix(0, ns).UTC(),
-			IdentitySource: source, Identity: ident, ClientAddr: addr, Reason: ident, DuplicateOf: id, RunIDs: []string{ident, id}}
+			IdentitySource: source, Identity: ident, ClientAddr: addr, Reason: ident, DuplicateOf: id, RedeliveryOf: addr, RunIDs: []string{ident, id}}
 		want, err := json.Marshal(d)
 		if err != nil {
 			return // times json refuses (years outside 0-9999) never occur in records
