@@ -34,7 +34,7 @@ type (
 // ParseWebhook decodes and validates webhooks/<key>.yaml.
 func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
 	v, doc, ds := parse(file, data, 0, KindWebhook)
-	if len(ds) > 0 {
+	if ds.HasErrors() {
 		return nil, ds
 	}
 	w := webhookFrom(v.(map[string]any))
@@ -45,7 +45,7 @@ func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
 	if w.AuthMode == "" {
 		w.AuthMode = factory.AuthToken
 	}
-	return &w, nil
+	return &w, ds // warnings, if any
 }
 
 // ParseAutomation decodes and validates automations/<key>.md: YAML front
@@ -69,7 +69,7 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 		ds = append(ds, Diagnostic{File: file, Line: bodyLine, Column: 1,
 			Message: "the prompt is empty: write it after the closing \"---\" line", Severity: Error})
 	}
-	if len(ds) > 0 {
+	if ds.HasErrors() {
 		return nil, ds
 	}
 	a := automationFrom(v.(map[string]any))
@@ -78,31 +78,31 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 	if a.Title == "" {
 		a.Title = key
 	}
-	return &a, nil
+	return &a, ds // warnings, if any
 }
 
 // ParseFactoryFile decodes and validates factory.yaml.
 func ParseFactoryFile(file string, data []byte) (*FactoryFile, Diagnostics) {
 	v, _, ds := parse(file, data, 0, KindFactory)
-	if len(ds) > 0 {
+	if ds.HasErrors() {
 		return nil, ds
 	}
 	m := v.(map[string]any)
-	return &FactoryFile{Description: str(m, "description"), WebhookBaseURL: strings.TrimRight(str(m, "webhookBaseUrl"), "/")}, nil
+	return &FactoryFile{Description: str(m, "description"), WebhookBaseURL: strings.TrimRight(str(m, "webhookBaseUrl"), "/")}, ds
 }
 
 // ValidateDocument decodes YAML and validates it against an embedded schema,
 // returning the JSON text. The server config file goes through here.
 func ValidateDocument(file string, data []byte, k Kind) ([]byte, Diagnostics) {
 	v, doc, ds := parse(file, data, 0, k)
-	if len(ds) > 0 {
+	if ds.HasErrors() {
 		return nil, ds
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, Diagnostics{doc.Diag(Error, "", err.Error())}
 	}
-	return b, nil
+	return b, ds
 }
 
 // checkFilterLimits enforces the limits of docs/spec/filters.md that a schema cannot

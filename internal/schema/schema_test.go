@@ -15,7 +15,7 @@ func TestParseWebhookErrors(t *testing.T) {
 	}{
 		{"valid empty file gets defaults", "", nil},
 		{"bad enum points at the value", "name: GitHub\ndescription: x\nauthMode: signatur\n",
-			[]string{"webhooks/w.yaml:3:11: /authMode: must be one of token, url_token, signature"}},
+			[]string{`webhooks/w.yaml:3:11: /authMode: must be one of token, url_token, signature; did you mean "signature"?`}},
 		{"signature needs a scheme", "authMode: signature\n",
 			[]string{"webhooks/w.yaml:1:11: /authMode: signatureScheme is required with authMode: signature"}},
 		{"scheme needs signature mode", "authMode: token\nsignatureScheme: github\n",
@@ -26,7 +26,7 @@ func TestParseWebhookErrors(t *testing.T) {
 		{"unknown scheme", "authMode: signature\nsignatureScheme: paypal\nsecretName: x\n",
 			[]string{"webhooks/w.yaml:2:18: /signatureScheme: must be one of standard-webhooks, stripe, github, slack, shopify, linear, gitlab"}},
 		{"unknown key points at the key", "authMode: token\n  \nsecretname: x\n",
-			[]string{`webhooks/w.yaml:3:1: /secretname: unknown key "secretname"`}},
+			[]string{`webhooks/w.yaml:3:1: /secretname: unknown key "secretname"; did you mean "secretName"?`}},
 		{"wrong type", "enabled: maybe\n", []string{"webhooks/w.yaml:1:10: /enabled: must be boolean, not string"}},
 		{"bad header name", "deliveryIdHeader: \"X Id\"\n", []string{"webhooks/w.yaml:1:19: /deliveryIdHeader: must be an HTTP header name, such as X-Event-Id"}},
 		{"duplicate key", "authMode: token\nauthMode: token\n", []string{`webhooks/w.yaml:2:1: duplicate key "authMode"`}},
@@ -218,5 +218,29 @@ func TestAliasBombBytes(t *testing.T) {
 	w, ds = schema.ParseWebhook("webhooks/b.yaml", "b", []byte("name: &n hooks\ndescription: *n\n"))
 	if len(ds) > 0 || w.Description != "hooks" {
 		t.Fatalf("%v %+v", ds, w)
+	}
+}
+
+// TestSuggestionsAndHints: typos get "did you mean" (case first), the
+// common YAML mistakes a hint, and YAML 1.1 booleans in a list a warning.
+func TestSuggestionsAndHints(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"key, another case", "deliveryIDHeader: X-Id\n", `webhooks/w.yaml:1:1: /deliveryIDHeader: unknown key "deliveryIDHeader"; did you mean "deliveryIdHeader"?`},
+		{"key, a typo", "autMode: token\n", `webhooks/w.yaml:1:1: /autMode: unknown key "autMode"; did you mean "authMode"?`},
+		{"key, nothing close", "colour: red\n", `webhooks/w.yaml:1:1: /colour: unknown key "colour"`},
+		{"enum, another case", "authMode: signature\nsignatureScheme: GitHub\nsecretName: s\n",
+			`webhooks/w.yaml:2:18: /signatureScheme: must be one of standard-webhooks, stripe, github, slack, shopify, linear, gitlab; did you mean "github"?`},
+		{"enum, a typo", "authMode: tokne\n", `webhooks/w.yaml:1:11: /authMode: must be one of token, url_token, signature; did you mean "token"?`},
+		{"indentation", "name: a\n  description: b\n", `webhooks/w.yaml:2:1: invalid YAML: mapping values are not allowed in this context (a line is indented deeper than the key above it, or a value holding ": " needs quotes)`},
+	} {
+		_, ds := schema.ParseWebhook("webhooks/w.yaml", "w", []byte(c.yaml))
+		if len(ds) != 1 || ds[0].String() != c.want {
+			t.Errorf("%s: %v\nwant %s", c.name, ds, c.want)
+		}
+	}
+	a, ds := schema.ParseAutomation("automations/a.md", "a", []byte("---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [wh_0000000000000000gh01]\n      payload:\n        action: [on, \"off\", opened]\n---\nGo.\n"))
+	if a == nil || len(ds) != 1 || ds[0].Severity != schema.Warning ||
+		ds[0].String() != `automations/a.md:8:18: on is read as the boolean true (YAML 1.1): write "on" if you mean the word` {
+		t.Fatalf("YAML 1.1 boolean: %v %v", a, ds)
 	}
 }

@@ -124,6 +124,11 @@ func collect(doc *Document, root any, ve *jsonschema.ValidationError, ds *Diagno
 		}
 	}
 	if h, ok := hint(ve); ok {
+		if strings.HasSuffix(ve.AbsoluteKeywordLocation, "/enum") {
+			if got, isStr := lookup(root, ve.InstanceLocation).(string); isStr {
+				h += didYouMean(got, enumValues(ve.AbsoluteKeywordLocation))
+			}
+		}
 		*ds = append(*ds, doc.Diag(Error, ve.InstanceLocation, h))
 		return
 	}
@@ -133,7 +138,7 @@ func collect(doc *Document, root any, ve *jsonschema.ValidationError, ds *Diagno
 		}
 		return
 	}
-	*ds = append(*ds, leaf(doc, ve)...)
+	*ds = append(*ds, leaf(doc, root, ve)...)
 }
 
 var quoted = regexp.MustCompile(`'((?:[^'\\]|\\.)*)'`)
@@ -173,7 +178,7 @@ func hint(ve *jsonschema.ValidationError) (string, bool) {
 	return "", false
 }
 
-func leaf(doc *Document, ve *jsonschema.ValidationError) Diagnostics {
+func leaf(doc *Document, root any, ve *jsonschema.ValidationError) Diagnostics {
 	loc := ve.InstanceLocation
 	keyword := path.Base(ve.KeywordLocation)
 	msg := ve.Message
@@ -184,7 +189,7 @@ func leaf(doc *Document, ve *jsonschema.ValidationError) Diagnostics {
 			p := loc + "/" + escape(n)
 			line, col := doc.KeyPos(p)
 			ds = append(ds, Diagnostic{File: doc.File, Line: line, Column: col, Path: p,
-				Message: fmt.Sprintf("unknown key %q", n), Severity: Error})
+				Message: fmt.Sprintf("unknown key %q", n) + didYouMean(n, allowedKeys(ve.AbsoluteKeywordLocation)), Severity: Error})
 		}
 		return ds
 	case "required":
@@ -202,6 +207,9 @@ func leaf(doc *Document, ve *jsonschema.ValidationError) Diagnostics {
 		}
 	case "enum":
 		msg = strings.ReplaceAll(strings.TrimPrefix(msg, "value "), `"`, "")
+		if got, ok := lookup(root, loc).(string); ok {
+			msg += didYouMean(got, enumValues(ve.AbsoluteKeywordLocation))
+		}
 	case "type":
 		msg = strings.Replace(strings.Replace(msg, "expected ", "must be ", 1), ", but got", ", not", 1)
 	case "maxProperties", "maxItems":

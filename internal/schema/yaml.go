@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -33,7 +34,7 @@ func parse(file string, data []byte, lineOffset int, k Kind) (any, *Document, Di
 	// as it goes: only a document that defines no anchor (no '&' at all)
 	// may take it. Others are measured node by node first (checkNodes), so
 	// that an alias bomb is refused before anything expands it.
-	if fast := fastSchema(k); fast != nil && utf8.Valid(data) && !documentMarker.Match(data) && !bytes.ContainsRune(data, '&') {
+	if fast := fastSchema(k); fast != nil && utf8.Valid(data) && !documentMarker.Match(data) && !bytes.ContainsRune(data, '&') && !yaml11Word.Match(data) {
 		if js, err := k8syaml.YAMLToJSONStrict(data); err == nil {
 			if v, err := decodeJSON(js); err == nil {
 				if v == nil {
@@ -46,13 +47,13 @@ func parse(file string, data []byte, lineOffset int, k Kind) (any, *Document, Di
 		}
 	}
 	v, doc, ds := decodeYAML(file, data, lineOffset)
-	if ds != nil {
+	if ds.HasErrors() {
 		return nil, doc, ds
 	}
 	if v == nil {
 		v = map[string]any{}
 	}
-	return v, doc, validate(doc, k, v)
+	return v, doc, append(ds, validate(doc, k, v)...)
 }
 
 func decodeJSON(js []byte) (any, error) {
@@ -92,6 +93,7 @@ func decodeYAML(file string, data []byte, lineOffset int) (any, *Document, Diagn
 	if ds := checkNodes(doc, &root); len(ds) > 0 {
 		return nil, doc, ds
 	}
+	warnings := yaml11Booleans(doc, &root)
 	js, err := k8syaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, doc, Diagnostics{syntaxDiag(doc, err)}
@@ -100,7 +102,7 @@ func decodeYAML(file string, data []byte, lineOffset int) (any, *Document, Diagn
 	if err != nil {
 		return nil, doc, Diagnostics{doc.Diag(Error, "", fmt.Sprintf("cannot convert YAML to JSON: %v", err))}
 	}
-	return v, doc, nil
+	return v, doc, warnings
 }
 
 func syntaxDiag(doc *Document, err error) Diagnostic {
@@ -111,7 +113,7 @@ func syntaxDiag(doc *Document, err error) Diagnostic {
 	msg := err.Error()
 	msg = regexp.MustCompile(`^(error converting YAML to JSON: )?yaml: (line \d+: )?`).ReplaceAllString(msg, "")
 	return Diagnostic{File: doc.File, Line: line + doc.lineOffset, Column: 1,
-		Message: "invalid YAML: " + msg, Severity: Error}
+		Message: "invalid YAML: " + msg + yamlHint(msg), Severity: Error}
 }
 
 func invalidUTF8Line(b []byte) int {
@@ -219,4 +221,53 @@ func (m *nodeMeter) duplicateKeys(n *yaml.Node) {
 		}
 		seen[k.Value] = true
 	}
+}
+
+// yaml11Word finds a word YAML 1.1 reads as a boolean, written plain where
+// a list item or a value could stand: such a document leaves the fast path
+// for the one that warns about it.
+var yaml11Word = regexp.MustCompile(`(?im)(?:^|[\s\[,])(?:on|off|yes|no|y|n)\s*(?:$|[,\]#])`)
+
+// yaml11Booleans warns about plain on, off, yes, no, y and n in lists:
+// YAML 1.1, which Kubernetes tools and this service follow, reads them as
+// booleans, so `action: [on]` is [true], not the word.
+func yaml11Booleans(doc *Document, root *yaml.Node) Diagnostics {
+	var ds Diagnostics
+	var walk func(n *yaml.Node, inList bool)
+	walk = func(n *yaml.Node, inList bool) {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if inList && n.Style == 0 && isYAML11Bool(n.Value) {
+				line, col := doc.at(n)
+				ds = append(ds, Diagnostic{File: doc.File, Line: line, Column: col, Severity: Warning,
+					Message: fmt.Sprintf("%s is read as the boolean %t (YAML 1.1): write \"%s\" if you mean the word", n.Value, isYAML11True(n.Value), n.Value)})
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, true)
+			}
+		default:
+			for _, c := range n.Content {
+				walk(c, false)
+			}
+		}
+	}
+	walk(root, false)
+	return ds
+}
+
+func isYAML11Bool(s string) bool {
+	switch strings.ToLower(s) {
+	case "on", "off", "yes", "no", "y", "n":
+		return true
+	}
+	return false
+}
+
+func isYAML11True(s string) bool {
+	switch strings.ToLower(s) {
+	case "on", "yes", "y":
+		return true
+	}
+	return false
 }

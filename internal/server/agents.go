@@ -93,7 +93,8 @@ func (s *Server) resolveConfig(cfg map[string]any) (json.RawMessage, string, err
 		}
 	}
 	b, _ := json.Marshal(known)
-	if _, ds := schema.ValidateDocument("config", b, schema.KindConfig); len(ds) > 0 {
+	if _, ds := schema.ValidateDocument("config", b, schema.KindConfig); ds.HasErrors() {
+		ds = ds.Errors()
 		var msgs []string
 		for _, d := range ds {
 			msgs = append(msgs, "config"+d.Path+": "+d.Message)

@@ -55,7 +55,7 @@ func LoadConfig(path string) (*FileConfig, error) {
 	}
 	js, ds := schema.ValidateDocument(path, data, schema.KindServer)
 	var cfg FileConfig
-	if len(ds) == 0 {
+	if !ds.HasErrors() {
 		if err := json.Unmarshal(js, &cfg); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
@@ -63,12 +63,12 @@ func LoadConfig(path string) (*FileConfig, error) {
 		for i, f := range cfg.Factories {
 			if seen[f.Name] {
 				ds = append(ds, schema.Diagnostic{File: path, Line: 0, Path: fmt.Sprintf("/factories/%d/name", i),
-					Message: fmt.Sprintf("factory %q is listed twice", f.Name)})
+					Message: fmt.Sprintf("factory %q is listed twice", f.Name), Severity: schema.Error})
 			}
 			seen[f.Name] = true
 		}
 	}
-	if len(ds) > 0 {
+	if ds.HasErrors() {
 		ds.Sort()
 		lines := make([]string, len(ds))
 		for i, d := range ds {
