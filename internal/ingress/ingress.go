@@ -208,6 +208,37 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 	return err
 }
 
+// withinBudgets answers 429 to a client over its budget of refusals or of
+// failed authentications for this webhook.
+func (q *request) withinBudgets() error {
+	if wait, full := q.h.rejected.full(q.rejectKey(), q.now); full {
+		return q.h.tooManyRefusals(q.t, wait)
+	}
+	if wait, full := q.h.failed.full(q.failKey(), q.now); full {
+		return q.h.tooManyFailures(q.t, wait)
+	}
+	return nil
+}
+
+// authFailed logs a failed authentication and answers 401. The budget was
+// checked before the body was read, the failure comes after: concurrent
+// requests could all pass the check. Taking the slot is atomic, so at most
+// the budget's failures are answered 401 (and logged); the rest are
+// throttled.
+func (q *request) authFailed(reason string) error {
+	if _, wait, ok := q.h.failed.reserve(q.failKey(), q.now); !ok {
+		return q.h.tooManyFailures(q.t, wait)
+	}
+	return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
+}
+
+func (q *request) failKey() string { return q.t.rec.UID + "|" + q.client }
+
+func (h *Handler) tooManyFailures(t *target, wait time.Duration) error {
+	h.throttled.WithLabelValues(t.rec.UID, t.name, "failed_auth").Inc()
+	return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
+}
+
 // rejectKey is the budget of refusals this request counts against: its
 // webhook and client.
 func (q *request) rejectKey() string { return q.t.rec.UID + "|" + q.client }
@@ -232,25 +263,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 
 	// 2. The budgets of this webhook and client: failed authentications,
 	// and refusals of any kind.
-	if wait, full := h.rejected.full(q.rejectKey(), now); full {
-		return h.tooManyRefusals(t, wait)
+	if err := q.withinBudgets(); err != nil {
+		return err
 	}
-	failKey := uid + "|" + q.client
-	if wait, full := h.failed.full(failKey, now); full {
-		h.throttled.WithLabelValues(uid, t.name, "failed_auth").Inc()
-		return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
-	}
-	authFailed := func(reason string) error {
-		// The check above happens before the body is read, the failure
-		// after: concurrent requests could all pass the check. Taking the
-		// slot is atomic, so at most the budget's failures are answered
-		// 401 (and logged); the rest are throttled.
-		if _, wait, ok := h.failed.reserve(failKey, now); !ok {
-			h.throttled.WithLabelValues(uid, t.name, "failed_auth").Inc()
-			return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
-		}
-		return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
-	}
+	authFailed := q.authFailed
 	tooLarge := func(err error) error {
 		if !errors.Is(err, errTooLarge) {
 			// The sender went away or sent a broken stream: nothing to log.
