@@ -42,6 +42,7 @@ type serveOpts struct {
 	rejectedLimit             int
 	metricsListen             string
 	logFormat, logLevel       string
+	pushSecret                string
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -81,6 +82,7 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.IntVar(&o.failedAuth, "ingress-failed-auth-limit", 10, "failed authentications per minute per webhook and client before 429")
 	f.StringVar(&o.logFormat, "log-format", "text", "the server log's format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "the least severe lines logged: debug, info, warn or error")
+	f.StringVar(&o.pushSecret, "push-secret", "", "enable the push receiver (POST /hooks/push) with this managed secret: a signed push notification syncs its factories at once")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
 	return cmd
@@ -154,7 +156,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

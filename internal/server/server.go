@@ -53,6 +53,10 @@ type Config struct {
 	// scraper on a private address). On the main listener /metrics needs
 	// an admin key: it lists every webhook's UID, which is its ingress URL.
 	MetricsListener net.Listener
+	// PushSecret, when set, names the managed secret of the push receiver
+	// (POST /hooks/push): a git host's push notification signed or carrying
+	// it syncs the pushed factories at once.
+	PushSecret string
 }
 
 // Server serves the API and reconciles factories.
@@ -384,6 +388,9 @@ func (s *Server) Handler() http.Handler {
 	// methods get 405 with Allow: POST from the mux).
 	mux.Handle("POST /webhooks/w/{uid}", s.ingress)
 	mux.Handle("POST /webhooks/w/{uid}/{token}", s.ingress)
+	if s.cfg.PushSecret != "" {
+		mux.Handle("POST /hooks/push", handlerFunc(s, s.receivePush))
+	}
 	mux.Handle("GET /v1/factories", s.auth(s.listFactories, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(s.getFactory, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("POST /v1/factories/{uid}/sync", admin(s.syncFactory))
@@ -570,4 +577,13 @@ func (s *Server) factoryState(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
+}
+
+// handlerFunc serves a handler that authenticates by itself.
+func handlerFunc(s *Server, h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
 }

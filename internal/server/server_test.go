@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -360,4 +363,47 @@ func TestMethodNotAllowedIsAProblem(t *testing.T) {
 			t.Errorf("PUT %s: %d, Allow %q, %s: %s", path, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), body)
 		}
 	}
+}
+
+// TestPushReceiver: a signed push notification syncs the pushed factory at
+// once (its poll interval is an hour); a wrong signature syncs nothing, and
+// another repository's push concerns no factory.
+func TestPushReceiver(t *testing.T) {
+	remote := gittest.NewRemote(t)
+	remote.Commit("one", map[string]string{"webhooks/a.yaml": "authMode: token\n"})
+	src := &gitsource.Source{URL: remote.URL, Ref: "main"}
+	h := startConfigured(t, func(c *server.Config) { c.PushSecret = "push-secret" }, nil,
+		server.FactorySource{Name: "acme", Source: src, Interval: time.Hour})
+	if _, err := h.c.CreateSecret(context.Background(), "push-secret", []byte("s3cret-push-key"), false); err != nil {
+		t.Fatal(err)
+	}
+	c2 := remote.Commit("two", map[string]string{"webhooks/b.yaml": "authMode: token\n"})
+	push := func(repoURL, signWith string) (int, string) {
+		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, repoURL)
+		m := hmac.New(sha256.New, []byte(signWith))
+		m.Write([]byte(body))
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/hooks/push", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := push(remote.URL, "wrong"); status != 401 {
+		t.Fatalf("a wrong signature: %d %s", status, body)
+	}
+	if status, body := push("https://github.com/acme/other.git", "s3cret-push-key"); status != 202 || !strings.Contains(body, `"factories":[]`) {
+		t.Fatalf("another repository: %d %s", status, body)
+	}
+	if st := h.status("acme"); st.Revision == "main@sha1:"+c2.String() {
+		t.Fatal("synced without a push")
+	}
+	if status, body := push(strings.ToUpper(remote.URL[:7])+remote.URL[7:]+"/", "s3cret-push-key"); status != 202 || !strings.Contains(body, `"factories":["acme"]`) {
+		t.Fatalf("the pushed repository: %d %s", status, body)
+	}
+	h.eventually("acme", "the pushed commit", func(st *factory.FactoryStatus) bool { return st.Revision == "main@sha1:"+c2.String() })
 }

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,12 @@ func (s *Source) Fetch(ctx context.Context) (*reconciler.Snapshot, error) {
 	return snap, nil
 }
 
+// RemoteURL is the remote's URL, for the push receiver to match.
+func (s *Source) RemoteURL() string { return s.URL }
+
+// RemoteRef is the followed ref ("" for the remote's HEAD).
+func (s *Source) RemoteRef() string { return s.Ref }
+
 // Clones counts the clones made so far (an unchanged head makes none).
 func (s *Source) Clones() int64 { return s.clone.Load() }
 
@@ -187,12 +194,21 @@ func (s *Source) resolve(ctx context.Context, auth transport.AuthMethod) (plumbi
 	if s.Ref == "" {
 		head := byName[plumbing.HEAD]
 		if head == nil {
-			return plumbing.ZeroHash, "", fmt.Errorf("%s has no HEAD: name a branch with ref", s.URL)
+			// A HEAD that points at a missing branch is not listed at all.
+			if b := defaultBranch(byName); b != nil {
+				return b.Hash(), b.Name(), nil
+			}
+			return plumbing.ZeroHash, "", fmt.Errorf("%s has no HEAD: name a branch with ref (it has %s)", s.URL, branchNames(byName))
 		}
 		if head.Type() == plumbing.SymbolicReference {
 			target := byName[head.Target()]
 			if target == nil {
-				return plumbing.ZeroHash, "", fmt.Errorf("%s: HEAD points at %s, which does not exist", s.URL, head.Target())
+				// A bare repository made with an older git points HEAD at
+				// master while only main was pushed: take the one branch
+				// that is there, or main, rather than fail.
+				if target = defaultBranch(byName); target == nil {
+					return plumbing.ZeroHash, "", fmt.Errorf("%s: HEAD points at %s, which does not exist: name a branch with ref (it has %s)", s.URL, head.Target(), branchNames(byName))
+				}
 			}
 			return target.Hash(), target.Name(), nil
 		}
@@ -357,4 +373,38 @@ func (r *treeReader) blob(h plumbing.Hash, limit int64) ([]byte, error) {
 	}
 	defer rd.Close()
 	return io.ReadAll(io.LimitReader(rd, limit+1))
+}
+
+// defaultBranch is the branch to follow when HEAD points nowhere: the only
+// branch, else main, else master; nil when it cannot tell.
+func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) *plumbing.Reference {
+	var branches []*plumbing.Reference
+	for name, r := range refs {
+		if name.IsBranch() {
+			branches = append(branches, r)
+		}
+	}
+	if len(branches) == 1 {
+		return branches[0]
+	}
+	for _, name := range []string{"main", "master"} {
+		if r := refs[plumbing.NewBranchReferenceName(name)]; r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+func branchNames(refs map[plumbing.ReferenceName]*plumbing.Reference) string {
+	var names []string
+	for name := range refs {
+		if name.IsBranch() {
+			names = append(names, name.Short())
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "no branches"
+	}
+	return "branches " + strings.Join(names, ", ")
 }

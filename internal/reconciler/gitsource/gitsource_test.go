@@ -150,3 +150,16 @@ func TestCredentialsNeverShown(t *testing.T) {
 		t.Fatalf("the factory's record shows the credential: source %q, error %q", f.Source, f.Error)
 	}
 }
+
+// TestDanglingHEAD: a bare remote whose HEAD points at master, with only
+// main pushed (git init --bare of an older git), is followed at main
+// without --ref.
+func TestDanglingHEAD(t *testing.T) {
+	r := gittest.NewRemote(t)
+	c := r.Commit("one", map[string]string{"webhooks/a.yaml": "authMode: token\n"})
+	r.SetHEAD("master")
+	snap, err := (&gitsource.Source{URL: r.URL}).Fetch(context.Background())
+	if err != nil || snap.Revision != "main@sha1:"+c.String() {
+		t.Fatalf("followed %v: %v", snap, err)
+	}
+}

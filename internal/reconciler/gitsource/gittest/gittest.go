@@ -22,6 +22,7 @@ type Remote struct {
 	URL  string
 	work *git.Repository
 	dir  string
+	bare *git.Repository
 }
 
 func NewRemote(t testing.TB) *Remote {
@@ -41,7 +42,7 @@ func NewRemote(t testing.TB) *Remote {
 	if _, err := work.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{"file://" + bare}}); err != nil {
 		t.Fatal(err)
 	}
-	return &Remote{t: t, URL: "file://" + bare, work: work, dir: dir}
+	return &Remote{t: t, URL: "file://" + bare, work: work, dir: dir, bare: remote}
 }
 
 // Commit writes files (an empty content removes the file), commits, and
@@ -121,4 +122,12 @@ func (r *Remote) Tag(name string, h plumbing.Hash, annotated bool) {
 		r.t.Fatal(err)
 	}
 	r.Push("refs/tags/" + name + ":refs/tags/" + name)
+}
+
+// SetHEAD points the remote's HEAD at a branch, which need not exist.
+func (r *Remote) SetHEAD(branch string) {
+	r.t.Helper()
+	if err := r.bare.Storer.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName(branch))); err != nil {
+		r.t.Fatal(err)
+	}
 }
