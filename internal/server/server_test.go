@@ -241,7 +241,10 @@ func TestWatchedDirectory(t *testing.T) {
 	src := reconciler.DirSource{Root: root}
 	h := start(t, server.FactorySource{Name: "dir", Source: src, Interval: time.Hour,
 		Watch: func(ctx context.Context) (<-chan struct{}, error) {
-			return watch.Dir(ctx, root, 50*time.Millisecond, slog.Default())
+			// Quiet for 200 ms ends a burst: long enough that a loaded
+			// machine (the race detector, two cores) writes the burst below
+			// within it.
+			return watch.Dir(ctx, root, 200*time.Millisecond, slog.Default())
 		}})
 	if st := h.status("dir"); !st.Ready || len(st.Webhooks) != 0 {
 		t.Fatalf("empty directory: %+v", st)
@@ -259,13 +262,13 @@ func TestWatchedDirectory(t *testing.T) {
 	h.eventually("dir", "an atomic save", func(st *factory.FactoryStatus) bool { return webhookNames(st) == "a=url_token" })
 
 	// A burst of 100 writes is one apply.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
 	before := h.metric("factory_syncs_total", `factory="dir",outcome="applied"`)
 	for i := 0; i < 100; i++ {
 		os.WriteFile(filepath.Join(root, "webhooks", fmt.Sprintf("b%d.yaml", i%5)), []byte(fmt.Sprintf("description: write %d\n", i)), 0o644)
 	}
 	h.eventually("dir", "the burst", func(st *factory.FactoryStatus) bool { return len(st.Webhooks) == 6 })
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
 	if after := h.metric("factory_syncs_total", `factory="dir",outcome="applied"`); after != before+1 {
 		t.Fatalf("a burst of 100 writes made %v applies, want 1", after-before)
 	}
