@@ -2,6 +2,7 @@ package factory
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -10,6 +11,13 @@ type RunState string
 
 // Run states (docs/spec/agents-api.md).
 const (
+	// StatePending and StateClaimed are the product's (docs/spec, the
+	// platform API): accepted but not yet queued for an executor, and
+	// taken by an executor whose agent is not running yet. This server
+	// queues at once and starts at once, so no run is in them yet; lists
+	// accept them as filters.
+	StatePending    RunState = "PENDING"
+	StateClaimed    RunState = "CLAIMED"
 	StateQueued     RunState = "QUEUED"
 	StateInProgress RunState = "INPROGRESS"
 	StateSucceeded  RunState = "SUCCEEDED"
@@ -20,7 +28,7 @@ const (
 )
 
 // RunStates lists every state, in the order a run may pass through them.
-var RunStates = []RunState{StateQueued, StateInProgress, StateBlocked, StateSucceeded, StateFailed, StateCancelled, StateError}
+var RunStates = []RunState{StatePending, StateQueued, StateClaimed, StateInProgress, StateBlocked, StateSucceeded, StateFailed, StateCancelled, StateError}
 
 // Terminal reports whether a run in this state has ended (a follow-up can
 // continue it).
@@ -41,13 +49,15 @@ const (
 // Run is an agent run (docs/spec/agents-api.md's RunItem, and what executing it
 // needs).
 type Run struct {
-	ID            string            `json:"run_id"`
-	Title         string            `json:"title"`
-	Prompt        string            `json:"prompt"`
-	State         RunState          `json:"state"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	ID        string     `json:"run_id"`
+	Title     string     `json:"title"`
+	Prompt    string     `json:"prompt"`
+	State     RunState   `json:"state"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// FinishedAt is when the run last ended; nil while it runs or waits.
+	FinishedAt    *time.Time        `json:"finished_at,omitempty"`
 	Config        json.RawMessage   `json:"agent_config,omitempty"`
 	Environment   string            `json:"environment_id,omitempty"`
 	Source        string            `json:"source,omitempty"`
@@ -107,14 +117,23 @@ type RunEvent struct {
 
 // RunItem is a run as the API shows it.
 type RunItem struct {
-	RunID         string            `json:"run_id"`
-	TaskID        string            `json:"task_id"`
-	Title         string            `json:"title"`
-	Prompt        string            `json:"prompt"`
-	State         RunState          `json:"state"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	RunID     string     `json:"run_id"`
+	TaskID    string     `json:"task_id"`
+	Title     string     `json:"title"`
+	Prompt    string     `json:"prompt"`
+	State     RunState   `json:"state"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// FinishedAt is null until the run is terminal (the current SDKs
+	// require the key).
+	FinishedAt *time.Time `json:"finished_at"`
+	// RootRunID is the run at the root of its tree: itself, as runs here
+	// have no parents yet.
+	RootRunID string `json:"root_run_id"`
+	// RunTime is how long the run has run, as an ISO 8601 duration
+	// (PT1M30.5S), from its start to its end or to now.
+	RunTime       string            `json:"run_time,omitempty"`
 	AgentConfig   json.RawMessage   `json:"agent_config,omitempty"`
 	Source        string            `json:"source,omitempty"`
 	Creator       *Creator          `json:"creator,omitempty"`
@@ -128,10 +147,41 @@ type RunItem struct {
 
 // Item is the API view of a run.
 func (r *Run) Item() RunItem {
-	return RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
+	it := RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
 		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
-		DeliveryID: r.DeliveryID, Attachments: r.Attachments}
+		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.ID}
+	if r.State.Terminal() {
+		it.FinishedAt = r.FinishedAt
+	}
+	if r.StartedAt != nil {
+		end := time.Now()
+		if it.FinishedAt != nil {
+			end = *it.FinishedAt
+		}
+		it.RunTime = isoDuration(end.Sub(*r.StartedAt))
+	}
+	return it
+}
+
+// isoDuration writes a duration as ISO 8601 does (PT1H2M3.5S).
+func isoDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	h, m := d/time.Hour, (d%time.Hour)/time.Minute
+	sec := float64(d%time.Minute) / float64(time.Second)
+	out := "PT"
+	if h > 0 {
+		out += strconv.FormatInt(int64(h), 10) + "H"
+	}
+	if m > 0 {
+		out += strconv.FormatInt(int64(m), 10) + "M"
+	}
+	if sec > 0 || out == "PT" {
+		out += strconv.FormatFloat(sec, 'f', -1, 64) + "S"
+	}
+	return out
 }
 
 // Terminal reports whether the run has ended (a follow-up can continue it).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,6 +272,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 	if !known {
 		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
 		r.State, r.StatusMessage = factory.StateError, &factory.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
+		r.FinishedAt = &now
 		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: factory.StateError, Message: msg})
 	}
 	b.PutRun(r, nil)
@@ -519,6 +521,7 @@ func (m *Manager) finish(id string, res Result, retryable bool) error {
 func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bool) (requeue bool, err error) {
 	now := time.Now().UTC()
 	r.State, r.UpdatedAt = res.State, now
+	r.FinishedAt = &now
 	r.Process = nil
 	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
 	if res.State == factory.StateError {
@@ -579,28 +582,53 @@ func (m *Manager) Cancel(id string) (*factory.Run, error) {
 // waits for the next turn; a run that has ended is continued: it goes back
 // to QUEUED with the message as its next turn. Several keep their order.
 func (m *Manager) FollowUp(id, message string) (*factory.Run, error) {
+	r, _, err := m.SendFollowUp(id, message)
+	return r, err
+}
+
+// Follow-up outcomes (the platform API's): queued for the run's next turn,
+// or continuing a run that had ended. (ACP has no input during a turn, so
+// a follow-up never reaches a live session.)
+const (
+	OutcomeQueuedPrompt     = "queued_prompt"
+	OutcomeHandoffExecution = "handoff_execution"
+)
+
+// FollowUpAnswer is what a follow-up became: its ID (derived from the run
+// and its place in the timeline) and its outcome.
+type FollowUpAnswer struct {
+	ID      string `json:"followup_id"`
+	Outcome string `json:"outcome"`
+}
+
+// SendFollowUp is FollowUp, saying what the follow-up became.
+func (m *Manager) SendFollowUp(id, message string) (*factory.Run, FollowUpAnswer, error) {
 	requeue := false
+	var ans FollowUpAnswer
 	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
 		now := time.Now().UTC()
+		ans.ID = factory.DerivedID("fu_", id, strconv.Itoa(r.Events))
 		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
 		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
 		requeue = r.State.Terminal()
+		ans.Outcome = OutcomeQueuedPrompt
 		if requeue {
-			r.State = factory.StateQueued
+			r.State, r.FinishedAt = factory.StateQueued, nil
+			ans.Outcome = OutcomeHandoffExecution
 		}
 		r.UpdatedAt = now
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
+		return nil, ans, ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return nil, ans, err
 	}
 	if requeue {
 		m.enqueue(id)
 	}
-	return r, nil
+	return r, ans, nil
 }
 
 // DefaultEnvironment names the environment of runs that name none.

@@ -486,13 +486,14 @@ func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(q.Message) == "" {
 		return errorf(CodeInvalidRequest, "message: required")
 	}
-	if _, err := s.cfg.Runs.FollowUp(r.PathValue("runId"), q.Message); err != nil {
-		if errors.Is(err, runtime.ErrNotFound) {
-			return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
-		}
+	_, ans, err := s.cfg.Runs.SendFollowUp(r.PathValue("runId"), q.Message)
+	if errors.Is(err, runtime.ErrNotFound) {
+		return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
+	}
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{})
+	writeJSON(w, http.StatusOK, ans)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -211,7 +212,8 @@ func agentsCancel(t *testing.T, h *harness, finished string) {
 
 // agentsFollowUp: a follow-up continues a finished run.
 func agentsFollowUp(t *testing.T, h *harness, id string) {
-	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/followups", map[string]string{"message": "and again"}); status != 200 || strings.TrimSpace(string(b)) != "{}" {
+	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/followups", map[string]string{"message": "and again"}); status != 200 ||
+		!regexp.MustCompile(`^\{"followup_id":"fu_[0-9a-z]{24}","outcome":"handoff_execution"\}$`).MatchString(strings.TrimSpace(string(b))) {
 		t.Fatalf("follow-up: %d %s", status, b)
 	}
 	waitState(t, h, id, "SUCCEEDED")
@@ -514,5 +516,32 @@ func TestAttachmentNamesRefused(t *testing.T) {
 	}
 	if id := createRun(t, h, map[string]any{"prompt": "x", "attachments": []map[string]string{{"file_name": "event-payload.json", "data": data}}}); id == "" {
 		t.Fatal("a plain name is refused")
+	}
+}
+
+// TestRunItemFieldsOfTheCurrentSDKs: finished_at (null until terminal),
+// root_run_id and run_time, the nine states as list filters, and the
+// follow-up answer, read as the newest SDKs read them.
+func TestRunItemFieldsOfTheCurrentSDKs(t *testing.T) {
+	h := runsServer(t, 1, `if grep -q slow PROMPT.md; then sleep 2; fi; echo done`)
+	slow := createRun(t, h, map[string]any{"prompt": "slow one"})
+	waitState(t, h, slow, "INPROGRESS")
+	live := getRun(t, h, slow)
+	if v, ok := live["finished_at"]; !ok || v != nil || live["root_run_id"] != slow || !strings.HasPrefix(fmt.Sprint(live["run_time"]), "PT") {
+		t.Fatalf("a running run: %v", live)
+	}
+	status, b := call(t, h, "POST", "/v1/agent/runs/"+slow+"/followups", map[string]string{"message": "next"})
+	if status != 200 || !strings.Contains(string(b), `"outcome":"queued_prompt"`) {
+		t.Fatalf("a follow-up to a running run: %d %s", status, b)
+	}
+	done := waitState(t, h, slow, "SUCCEEDED")
+	fin, err := time.Parse(time.RFC3339Nano, fmt.Sprint(done["finished_at"]))
+	if err != nil || fin.Before(time.Now().Add(-time.Minute)) || !regexp.MustCompile(`^PT[0-9.]+S$`).MatchString(fmt.Sprint(done["run_time"])) {
+		t.Fatalf("a finished run: %v", done)
+	}
+	for _, st := range []string{"PENDING", "QUEUED", "CLAIMED", "INPROGRESS", "SUCCEEDED", "FAILED", "BLOCKED", "ERROR", "CANCELLED"} {
+		if status, b := call(t, h, "GET", "/v1/agent/runs?state="+st, nil); status != 200 {
+			t.Errorf("state=%s: %d %s", st, status, b)
+		}
 	}
 }

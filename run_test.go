@@ -1,0 +1,35 @@
+package factory
+
+import (
+	"testing"
+	"time"
+)
+
+func TestISODuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "PT0S",
+		1500 * time.Millisecond: "PT1.5S",
+		90 * time.Second:        "PT1M30S",
+		time.Hour + 2*time.Minute + 3*time.Second: "PT1H2M3S",
+		2 * time.Hour: "PT2H",
+		-time.Second:  "PT0S",
+	} {
+		if got := isoDuration(d); got != want {
+			t.Errorf("%v: %s, want %s", d, got, want)
+		}
+	}
+}
+
+func TestRunItemFinishedAt(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := start.Add(90 * time.Second)
+	r := &Run{ID: "run_1", State: StateSucceeded, StartedAt: &start, FinishedAt: &end}
+	it := r.Item()
+	if it.FinishedAt == nil || !it.FinishedAt.Equal(end) || it.RunTime != "PT1M30S" || it.RootRunID != "run_1" {
+		t.Fatalf("%+v", it)
+	}
+	r.State = StateQueued // continued by a follow-up: not finished any more
+	if it := r.Item(); it.FinishedAt != nil {
+		t.Fatalf("a queued run shows finished_at %v", it.FinishedAt)
+	}
+}
