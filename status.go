@@ -123,3 +123,47 @@ func BuildStatus(f *Factory, whs []*Webhook, aus []*Automation, publicURL string
 	}
 	return st
 }
+
+// FactoryObject is a factory as the current SDKs read it (GET
+// /v1/factory/{uid}): the product's fields, with this server's status
+// beside them. Fields this server's factory format does not set yet
+// (repositories, integrations, agent defaults, model) are present and
+// empty.
+type FactoryObject struct {
+	UID                string         `json:"uid"`
+	Name               string         `json:"name"`
+	Alias              string         `json:"alias"`
+	Repositories       []Repository   `json:"repositories"`
+	Integrations       []any          `json:"integrations"`
+	AgentDefaults      map[string]any `json:"agent_defaults"`
+	CredentialStrategy string         `json:"credential_strategy"`
+	DefaultModel       string         `json:"default_model"`
+	CreatedAt          time.Time      `json:"created_at"`
+	UpdatedAt          time.Time      `json:"updated_at"`
+	ForemanUID         string         `json:"foreman_uid"`
+	Source             string         `json:"source"`
+	Revision           string         `json:"revision"`
+	SyncedAt           *time.Time     `json:"synced_at"`
+	Ready              bool           `json:"ready"`
+}
+
+// Repository is a repository a factory works on.
+type Repository struct {
+	Owner string `json:"owner"`
+	Name  string `json:"name"`
+}
+
+// Object is the factory as the current SDKs read it.
+func (f *Factory) Object() FactoryObject {
+	o := FactoryObject{UID: f.UID, Name: f.Name, Alias: f.Name, Repositories: []Repository{}, Integrations: []any{},
+		AgentDefaults: map[string]any{}, CreatedAt: f.CreatedAt, UpdatedAt: f.AppliedAt, ForemanUID: f.ForemanUID,
+		Source: f.Source, Revision: f.Revision, Ready: f.Ready}
+	if o.UpdatedAt.IsZero() {
+		o.UpdatedAt = f.CreatedAt
+	}
+	if !f.SyncedAt.IsZero() {
+		t := f.SyncedAt
+		o.SyncedAt = &t
+	}
+	return o
+}

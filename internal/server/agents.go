@@ -163,7 +163,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		return err
 	}
 	if key != nil {
-		req.Creator = &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
+		req.Creator = apiKeyCreator(key)
 	}
 	run, err := s.cfg.Runs.Create(req)
 	if errors.Is(err, runtime.ErrUnknownEnvironment) {
@@ -518,4 +518,9 @@ func runStateNames() string {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
+}
+
+// apiKeyCreator is the creator of a run an API key created.
+func apiKeyCreator(key *factory.APIKey) *factory.Creator {
+	return &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
 }

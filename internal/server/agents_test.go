@@ -545,3 +545,70 @@ func TestRunItemFieldsOfTheCurrentSDKs(t *testing.T) {
 		}
 	}
 }
+
+// TestSingularFactoryPaths: the current SDKs' /v1/factory paths: the
+// Factory object, pages of factories, and a dispatch answered as they read
+// it; the plural paths keep working (TestFactoryDispatch).
+func TestSingularFactoryPaths(t *testing.T) {
+	rootA, rootB := t.TempDir(), t.TempDir()
+	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		b := s.NewBatch()
+		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
+		b.Commit()
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, dirSource("acme", rootA), dirSource("beta", rootB))
+	st := h.status("acme")
+	status, b := call(t, h, "GET", "/v1/factory/"+st.UID, nil)
+	var obj map[string]any
+	json.Unmarshal(b, &obj)
+	for _, k := range []string{"uid", "name", "alias", "repositories", "integrations", "agent_defaults", "credential_strategy",
+		"default_model", "created_at", "updated_at", "foreman_uid", "source", "revision", "synced_at", "ready"} {
+		if _, ok := obj[k]; !ok || status != 200 {
+			t.Fatalf("Factory lacks %s: %d %s", k, status, b)
+		}
+	}
+	var page struct {
+		Factories []struct {
+			Name string `json:"name"`
+		} `json:"factories"`
+		PageInfo factory.PageInfo `json:"page_info"`
+	}
+	_, b = call(t, h, "GET", "/v1/factory?limit=1", nil)
+	json.Unmarshal(b, &page)
+	if len(page.Factories) != 1 || page.Factories[0].Name != "acme" || !page.PageInfo.HasNextPage {
+		t.Fatalf("first page: %s", b)
+	}
+	_, b = call(t, h, "GET", "/v1/factory?limit=1&cursor="+url.QueryEscape(page.PageInfo.NextCursor), nil)
+	json.Unmarshal(b, &page)
+	if len(page.Factories) != 1 || page.Factories[0].Name != "beta" || page.PageInfo.HasNextPage {
+		t.Fatalf("second page: %s", b)
+	}
+	if _, b = call(t, h, "GET", "/v1/factory?search=BET", nil); !strings.Contains(string(b), `"name":"beta"`) || strings.Contains(string(b), `"name":"acme"`) {
+		t.Fatalf("search: %s", b)
+	}
+	if status, _ := call(t, h, "GET", "/v1/factory?limit=101", nil); status != 400 {
+		t.Fatalf("limit 101: %d", status)
+	}
+	status, b = call(t, h, "POST", "/v1/factory/"+st.UID+"/runs", map[string]any{"prompt": "triage", "ticket_ref": "linear:ENG-1"})
+	var d map[string]any
+	json.Unmarshal(b, &d)
+	if status != 200 || d["factory_uid"] != st.UID || d["foreman_agent"] != "foreman" || d["ticket_ref"] != "linear:ENG-1" || d["state"] != "QUEUED" ||
+		!strings.HasSuffix(fmt.Sprint(d["run_url"]), "/v1/agent/runs/"+fmt.Sprint(d["run_id"])) {
+		t.Fatalf("dispatch: %d %s", status, b)
+	}
+	if r := getRun(t, h, fmt.Sprint(d["run_id"])); r["source"] != "API" || r["factory_uid"] != st.UID {
+		t.Fatalf("the dispatched run: %v", r)
+	}
+	_, b = call(t, h, "POST", "/v1/factory/"+st.UID+"/runs", map[string]any{"prompt": "no ticket"})
+	json.Unmarshal(b, &d)
+	if d["ticket_ref"] != "api:"+fmt.Sprint(d["run_id"]) {
+		t.Fatalf("a minted ticket_ref: %s", b)
+	}
+	if status, _ := call(t, h, "POST", "/v1/factory/"+st.UID+"/runs", map[string]any{"title": "no prompt"}); status != 400 {
+		t.Fatalf("no prompt: %d", status)
+	}
+	if status, _ := call(t, h, "GET", "/v1/factory/fc_nope", nil); status != 404 {
+		t.Fatalf("unknown factory: %d", status)
+	}
+}
