@@ -40,11 +40,40 @@ func (s RunState) Terminal() bool {
 	return false
 }
 
-// Run sources: what created a run.
+// Run sources: what created a run, spelled as the product spells them
+// (docs/spec: the platform API). Factory dispatch is API, with the run's
+// factory_uid.
 const (
-	SourceWebhook = "WEBHOOK"
-	SourceAPI     = "API"
+	SourceAPI           = "API"
+	SourceCLI           = "CLI"
+	SourceCustomWebhook = "CUSTOM_WEBHOOK"
+	SourceScheduled     = "SCHEDULED_AGENT"
 )
+
+// legacySources are the spellings of runs stored before the product's:
+// they read back under the new names.
+var legacySources = map[string]string{"WEBHOOK": SourceCustomWebhook, "FACTORY": SourceAPI}
+
+// SourceName is a stored source as the API shows it.
+func SourceName(stored string) string {
+	if n, ok := legacySources[stored]; ok {
+		return n
+	}
+	return stored
+}
+
+// StoredSources are the stored spellings a source filter matches: a
+// custom webhook's runs were stored as WEBHOOK before, and the old name is
+// still a filter (old clients). FACTORY finds the runs stored under it;
+// API does not (those read back as API, but a filter on API finds the
+// runs stored as API: dispatches since, and direct creates).
+func StoredSources(name string) []string {
+	switch name {
+	case "WEBHOOK", SourceCustomWebhook:
+		return []string{SourceCustomWebhook, "WEBHOOK"}
+	}
+	return []string{name}
+}
 
 // Run is an agent run (docs/spec/agents-api.md's RunItem, and what executing it
 // needs).
@@ -151,6 +180,7 @@ func (r *Run) Item() RunItem {
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
 		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
 		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.ID}
+	it.Source = SourceName(r.Source)
 	if r.State.Terminal() {
 		it.FinishedAt = r.FinishedAt
 	}

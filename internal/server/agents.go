@@ -199,17 +199,14 @@ func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUI
 	}
 	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
 	if r.Header.Get("X-Factory-Source") == "CLI" {
-		req.Source = "CLI"
-	}
-	if factoryUID != "" {
-		req.Source = "FACTORY"
+		req.Source = factory.SourceCLI
 	}
 	if q.AgentIdentityUID != "" {
 		f, err := s.factoryByForeman(q.AgentIdentityUID)
 		if err != nil {
 			return req, err
 		}
-		req.FactoryUID, req.Source = f.UID, "FACTORY"
+		req.FactoryUID = f.UID
 	}
 	if q.Skill != "" && req.Prompt == "" {
 		req.Prompt = "Use the skill " + q.Skill + "."
@@ -369,6 +366,10 @@ func parseRunQuery(qs url.Values) (store.RunQuery, error) {
 		if v := qs.Get(param); v != "" {
 			q.Equal[field] = v
 		}
+	}
+	if v := qs.Get("source"); v != "" {
+		stored := factory.StoredSources(v)
+		q.Equal["source"], q.Alternatives = stored[0], map[string][]string{"source": stored[1:]}
 	}
 	return q, timeBounds(qs, &q)
 }

@@ -401,11 +401,11 @@ func TestFactoryDispatch(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, b)
 	}
-	if r := getRun(t, h, out["run_id"]); r["factory_uid"] != st.UID || r["source"] != "FACTORY" {
+	if r := getRun(t, h, out["run_id"]); r["factory_uid"] != st.UID || r["source"] != "API" {
 		t.Fatalf("dispatched run: %v", r)
 	}
 	id := createRun(t, h, map[string]any{"prompt": "to the foreman", "agent_identity_uid": st.ForemanUID})
-	if r := getRun(t, h, id); r["factory_uid"] != st.UID || r["source"] != "FACTORY" {
+	if r := getRun(t, h, id); r["factory_uid"] != st.UID || r["source"] != "API" {
 		t.Fatalf("agent_identity_uid run: %v", r)
 	}
 	if status, _ := call(t, h, "POST", "/v1/agent/runs", map[string]any{"prompt": "x", "agent_identity_uid": "fm_nope"}); status != 400 {
@@ -610,5 +610,34 @@ func TestSingularFactoryPaths(t *testing.T) {
 	}
 	if status, _ := call(t, h, "GET", "/v1/factory/fc_nope", nil); status != 404 {
 		t.Fatalf("unknown factory: %d", status)
+	}
+}
+
+// TestOldSourcesReadBackWithNewNames: runs stored before the product's
+// source names (WEBHOOK, FACTORY) read back as CUSTOM_WEBHOOK and API, and
+// both the new and the old name find the webhook's runs.
+func TestOldSourcesReadBackWithNewNames(t *testing.T) {
+	h := runsServer(t, 1, `true`)
+	now := time.Now().UTC()
+	b := h.store.NewLogBatch()
+	for id, src := range map[string]string{"run_old0000000000000000001": "WEBHOOK", "run_old0000000000000000002": "FACTORY"} {
+		b.PutRun(&factory.Run{ID: id, Title: "old", Prompt: "old", State: factory.StateSucceeded, CreatedAt: now, UpdatedAt: now, Source: src}, nil)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := getRun(t, h, "run_old0000000000000000001"); r["source"] != "CUSTOM_WEBHOOK" {
+		t.Fatalf("an old webhook run: %v", r["source"])
+	}
+	if r := getRun(t, h, "run_old0000000000000000002"); r["source"] != "API" {
+		t.Fatalf("an old factory run: %v", r["source"])
+	}
+	for _, q := range []string{"source=CUSTOM_WEBHOOK", "source=WEBHOOK"} {
+		if ids, _ := listIDs(t, h, q); len(ids) != 1 || ids[0] != "run_old0000000000000000001" {
+			t.Fatalf("%s: %v", q, ids)
+		}
+	}
+	if ids, _ := listIDs(t, h, "source=FACTORY"); len(ids) != 1 || ids[0] != "run_old0000000000000000002" {
+		t.Fatalf("source=FACTORY: %v", ids)
 	}
 }

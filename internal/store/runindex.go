@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,15 +76,18 @@ func escapeIndexValue(v string) string {
 // RunQuery is a list query. Equality filters are ANDed; several states are
 // ORed. Times bound the sort key's range when they are on it.
 type RunQuery struct {
-	Equal    map[string]string // field → value (not state)
-	States   []factory.RunState
-	SortBy   string // "created_at" or "updated_at"
-	Asc      bool
-	After    string // the position of the last run of the previous page, from RunPage
-	Limit    int
-	Matches  func(*factory.Run) bool // filters checked per run (times, ...)
-	MinNanos int64                   // bounds on the sort key, 0 for none
-	MaxNanos int64
+	Equal map[string]string // field → value (not state)
+	// Alternatives are more values that also match a field of Equal (the
+	// older spellings of a value).
+	Alternatives map[string][]string
+	States       []factory.RunState
+	SortBy       string // "created_at" or "updated_at"
+	Asc          bool
+	After        string // the position of the last run of the previous page, from RunPage
+	Limit        int
+	Matches      func(*factory.Run) bool // filters checked per run (times, ...)
+	MinNanos     int64                   // bounds on the sort key, 0 for none
+	MaxNanos     int64
 	// AsOf (unix nanoseconds), on an updated_at listing, walks the index
 	// as it was at that moment: the listing's first page sets it, and its
 	// later pages keep it, so runs changing meanwhile neither repeat nor
@@ -158,7 +162,10 @@ func (q *RunQuery) indexPrefixes() (field, sortKey string, prefixes []string) {
 	}
 	for _, f := range RunFilterFields {
 		if v, ok := q.Equal[f]; ok && f != "state" {
-			return f, sortKey, []string{runIndexPrefix + f + "=" + escapeIndexValue(v) + "/" + sortKey + "/"}
+			for _, alt := range append([]string{v}, q.Alternatives[f]...) {
+				prefixes = append(prefixes, runIndexPrefix+f+"="+escapeIndexValue(alt)+"/"+sortKey+"/")
+			}
+			return f, sortKey, prefixes
 		}
 	}
 	for _, st := range q.States {
@@ -262,7 +269,7 @@ func runMatches(r *factory.Run, q RunQuery, walked string, asOf bool) bool {
 		if asOf && f == walked {
 			continue
 		}
-		if vals[f] != v {
+		if vals[f] != v && !slices.Contains(q.Alternatives[f], vals[f]) {
 			return false
 		}
 	}
