@@ -1,6 +1,8 @@
 package factory
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -246,4 +248,77 @@ type RunAttachment struct {
 	FileName string `json:"file_name"`
 	MimeType string `json:"mime_type,omitempty"`
 	Data     string `json:"data"`
+}
+
+// TimelineEvent is a timeline entry as the current SDKs read it
+// (event_type, event_uuid, occurred_at, run_id, payload), with this
+// server's fields of RunEvent beside them for older clients.
+type TimelineEvent struct {
+	EventType  string         `json:"event_type"`
+	EventUUID  string         `json:"event_uuid"`
+	OccurredAt time.Time      `json:"occurred_at"`
+	RunID      string         `json:"run_id"`
+	Payload    map[string]any `json:"payload,omitempty"`
+	RunEvent
+}
+
+// Timeline is a run's events as the current SDKs read them: the product's
+// event types for the run's own milestones (oz_run_created,
+// agent_started, oz_run_done, oz_run_failed, oz_run_errored,
+// oz_run_cancelled, oz_run_blocked), this server's for the rest
+// (status_message, followup), each with its detail in payload.
+func Timeline(runID string, events []*RunEvent) []TimelineEvent {
+	out := make([]TimelineEvent, 0, len(events))
+	for i, e := range events {
+		te := TimelineEvent{EventType: eventType(e), EventUUID: eventUUID(runID, i), OccurredAt: e.Time, RunID: runID, RunEvent: *e}
+		te.Payload = map[string]any{}
+		if e.Message != "" {
+			te.Payload["message"] = e.Message
+		}
+		if e.State != "" {
+			te.Payload["state"] = e.State
+		}
+		if len(te.Payload) == 0 {
+			te.Payload = nil
+		}
+		out = append(out, te)
+	}
+	return out
+}
+
+func eventType(e *RunEvent) string {
+	switch e.Kind {
+	case "created":
+		return "oz_run_created"
+	case "started":
+		return "agent_started"
+	case "message":
+		return "status_message"
+	case "followup":
+		return "followup"
+	case "finished":
+		switch e.State {
+		case StateSucceeded:
+			return "oz_run_done"
+		case StateFailed:
+			return "oz_run_failed"
+		case StateCancelled:
+			return "oz_run_cancelled"
+		case StateBlocked:
+			return "oz_run_blocked"
+		}
+		return "oz_run_errored"
+	}
+	return e.Kind
+}
+
+// eventUUID is an event's UUID, derived from its run and place, so that
+// it is the same at every read: the SHA-256 of both, as a version 5
+// style UUID.
+func eventUUID(runID string, seq int) string {
+	h := sha256.Sum256([]byte(runID + "\x00" + strconv.Itoa(seq)))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	x := hex.EncodeToString(h[:16])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }

@@ -446,10 +446,7 @@ func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if events == nil {
-		events = []*factory.RunEvent{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+	writeJSON(w, http.StatusOK, map[string]any{"events": factory.Timeline(run.ID, events)})
 	return nil
 }
 

@@ -641,3 +641,36 @@ func TestOldSourcesReadBackWithNewNames(t *testing.T) {
 		t.Fatalf("source=FACTORY: %v", ids)
 	}
 }
+
+// TestTimelineOfTheCurrentSDKs: each event has event_type, event_uuid (a
+// UUID, the same at every read), occurred_at and run_id, with the detail in
+// payload; the older fields (time, kind, state, message) stay.
+func TestTimelineOfTheCurrentSDKs(t *testing.T) {
+	h := runsServer(t, 1, `echo working`)
+	id := createRun(t, h, map[string]any{"prompt": "go"})
+	waitState(t, h, id, "SUCCEEDED")
+	read := func() []map[string]any {
+		_, b := call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
+		var out struct {
+			Events []map[string]any `json:"events"`
+		}
+		json.Unmarshal(b, &out)
+		return out.Events
+	}
+	first, second := read(), read()
+	var types []string
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	for i, e := range first {
+		types = append(types, fmt.Sprint(e["event_type"]))
+		if !uuid.MatchString(fmt.Sprint(e["event_uuid"])) || e["event_uuid"] != second[i]["event_uuid"] || e["run_id"] != id ||
+			e["occurred_at"] == nil || e["occurred_at"] != e["time"] || e["kind"] == nil {
+			t.Fatalf("event %d: %v", i, e)
+		}
+	}
+	if want := "oz_run_created agent_started status_message oz_run_done"; strings.Join(types, " ") != want {
+		t.Fatalf("event types %v, want %s", types, want)
+	}
+	if p, _ := first[2]["payload"].(map[string]any); p["message"] != "working" {
+		t.Fatalf("the status message's payload: %v", first[2])
+	}
+}
