@@ -4,6 +4,8 @@
 package problem
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -47,7 +49,22 @@ type Error struct {
 	Code       string
 	Message    string
 	RetryAfter int
-	Retryable  bool
+	// Retryable marks an error retryable whatever its code; NoRetry marks
+	// it not retryable whatever its code (an Idempotency-Key used with
+	// another body: a retry would conflict again).
+	Retryable, NoRetry bool
+}
+
+// retryableCodes are the codes a retry can help (docs/spec, the platform
+// API's error catalog).
+var retryableCodes = map[string]bool{Conflict: true, Unavailable: true, Internal: true}
+
+// retryable says whether the caller may retry.
+func (e *Error) retryable() bool {
+	if e.NoRetry {
+		return false
+	}
+	return e.Retryable || e.RetryAfter > 0 || retryableCodes[e.Code]
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -64,7 +81,9 @@ type body struct {
 	Status    int    `json:"status"`
 	Error     string `json:"error"`
 	Detail    string `json:"detail,omitempty"`
-	Retryable bool   `json:"retryable,omitempty"`
+	Instance  string `json:"instance"`
+	TraceID   string `json:"trace_id"`
+	Retryable bool   `json:"retryable"`
 }
 
 // fromDomain is the one mapping of the domain's error codes to problem
@@ -94,12 +113,17 @@ func Of(err error) *Error {
 
 // Write renders err. An error that is neither an *Error nor a domain error
 // of a known code is internal: its text goes to the log, never to the
-// caller.
+// caller. Every answer carries the request path (instance) and a trace ID
+// that the log carries too; one that a retry cannot help says so with
+// x-should-retry: false, which the SDKs obey.
 func Write(w http.ResponseWriter, r *http.Request, err error, log *slog.Logger) {
+	trace := traceID()
 	e := Of(err)
 	if e == nil {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "trace_id", trace, "err", err)
 		e = Errorf(Internal, "internal error")
+	} else if log != nil {
+		log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "trace_id", trace, "code", e.Code, "detail", e.Message)
 	}
 	status := statusOf[e.Code]
 	title := http.StatusText(status)
@@ -108,9 +132,22 @@ func Write(w http.ResponseWriter, r *http.Request, err error, log *slog.Logger) 
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	retryable := e.retryable()
+	if !retryable {
+		h.Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body{Type: "https://factory.invalid/errors/" + e.Code, Title: title, Status: status,
-		Error: title + ": " + e.Message, Detail: e.Message, Retryable: e.Retryable || e.RetryAfter > 0})
+		Error: title + ": " + e.Message, Detail: e.Message, Instance: r.URL.Path, TraceID: trace, Retryable: retryable})
+}
+
+// traceID names one error answer, in the answer and in the log.
+func traceID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // JSON writes a JSON answer.

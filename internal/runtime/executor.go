@@ -44,7 +44,18 @@ type Result struct {
 	Message string           // why, for a status message
 	// Stderr is the end of the agent's standard error, kept for diagnosis.
 	Stderr string
+	// Code is the error code of a turn that did not succeed, from the
+	// platform API's catalog; empty takes the state's (ERROR:
+	// internal_error, FAILED: agent_process_failed).
+	Code string
 }
+
+// Error codes of runs (docs/spec, the platform API's catalog).
+const (
+	CodeInternal              = "internal_error"
+	CodeAgentProcessFailed    = "agent_process_failed"
+	CodeInfrastructureTimeout = "infrastructure_timeout"
+)
 
 // Executor runs turns. Run blocks until the turn ends; cancelling ctx
 // cancels the turn (the result is then CANCELLED). events is called from

@@ -523,9 +523,14 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bo
 	r.State, r.UpdatedAt = res.State, now
 	r.FinishedAt = &now
 	r.Process = nil
-	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable}
-	if res.State == factory.StateError {
-		r.StatusMessage.ErrorCode = "platform_error"
+	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable, ErrorCode: res.Code}
+	if r.StatusMessage.ErrorCode == "" {
+		switch res.State {
+		case factory.StateError:
+			r.StatusMessage.ErrorCode = CodeInternal
+		case factory.StateFailed:
+			r.StatusMessage.ErrorCode = CodeAgentProcessFailed
+		}
 	}
 	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
 	pending, err := m.cfg.Store.FollowUps(r.ID)

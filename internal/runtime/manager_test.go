@@ -305,3 +305,37 @@ func TestAgentsRunAsAnotherUser(t *testing.T) {
 		}
 	}
 }
+
+// TestRunErrorCodes: a run that did not succeed carries the catalog's code:
+// an agent that exits non-zero agent_process_failed, one that goes quiet
+// past its idle timeout infrastructure_timeout.
+func TestRunErrorCodes(t *testing.T) {
+	for script, want := range map[string]string{
+		`exit 3`:   runtime.CodeAgentProcessFailed,
+		`sleep 30`: runtime.CodeInfrastructureTimeout,
+	} {
+		dir := t.TempDir()
+		s, err := store.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", DefaultIdleTimeout: 200 * time.Millisecond,
+			Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 100 * time.Millisecond}}}})
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Create(runtime.CreateRequest{Prompt: "go", Source: "API"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := (&fixture{t: t, m: m, s: s}).wait(r.ID, factory.StateFailed)
+		if end.StatusMessage == nil || end.StatusMessage.ErrorCode != want {
+			t.Errorf("%s: %+v, want error code %s", script, end.StatusMessage, want)
+		}
+		cancel()
+		m.Wait()
+		s.Close()
+	}
+}

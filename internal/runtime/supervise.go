@@ -32,9 +32,13 @@ func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 		case <-ctx.Done():
 			return stop(factory.StateCancelled, "cancelled")
 		case <-total:
-			return stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+			res := stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
+			res.Code = CodeInfrastructureTimeout
+			return res
 		case <-idle.C():
-			return stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+			res := stop(factory.StateFailed, fmt.Sprintf("no output for %s: the idle timeout (idle_timeout_minutes) was reached", t.IdleTimeout))
+			res.Code = CodeInfrastructureTimeout
+			return res
 		}
 	}
 }

@@ -150,7 +150,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		case err != nil:
 			return err
 		case ok && prev == nil:
-			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body"}
+			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body", NoRetry: true}
 		case ok:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)

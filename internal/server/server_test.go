@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -409,4 +410,44 @@ func TestPushReceiver(t *testing.T) {
 		t.Fatalf("the pushed repository: %d %s", status, body)
 	}
 	h.eventually("acme", "the pushed commit", func(st *factory.FactoryStatus) bool { return st.Revision == "main@sha1:"+c2.String() })
+}
+
+// TestProblemCatalog: every problem has instance, trace_id and retryable;
+// one a retry cannot help says x-should-retry: false, and an
+// Idempotency-Key used with another body is such a conflict.
+func TestProblemCatalog(t *testing.T) {
+	h := runsServer(t, 1, `true`)
+	check := func(status int, hdr http.Header, b []byte, wantStatus int, wantRetry bool) {
+		t.Helper()
+		var p map[string]any
+		json.Unmarshal(b, &p)
+		if status != wantStatus || p["instance"] == nil || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(fmt.Sprint(p["trace_id"])) ||
+			p["retryable"] != wantRetry || (hdr.Get("X-Should-Retry") == "false") == wantRetry {
+			t.Fatalf("%d %v %s, want %d retryable %v", status, hdr, b, wantStatus, wantRetry)
+		}
+	}
+	do := func(method, path, body string, hdrs ...string) (int, http.Header, []byte) {
+		req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+runsKey)
+		for i := 0; i+1 < len(hdrs); i += 2 {
+			req.Header.Set(hdrs[i], hdrs[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	s, hd, b := do("GET", "/v1/agent/runs/run_nope", "")
+	check(s, hd, b, 404, false)
+	if !strings.Contains(string(b), `"instance":"/v1/agent/runs/run_nope"`) {
+		t.Fatalf("instance: %s", b)
+	}
+	s, hd, b = do("POST", "/v1/agent/runs", `{}`)
+	check(s, hd, b, 400, false)
+	do("POST", "/v1/agent/runs", `{"prompt":"a"}`, "Idempotency-Key", "k")
+	s, hd, b = do("POST", "/v1/agent/runs", `{"prompt":"b"}`, "Idempotency-Key", "k")
+	check(s, hd, b, 409, false)
 }
