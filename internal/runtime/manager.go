@@ -693,3 +693,33 @@ func (m *Manager) logEnd(r *factory.Run, res Result) {
 	}
 	m.cfg.Log.Warn("run finished", args...)
 }
+
+// EnvironmentInfo is an environment as the API lists it: its name and the
+// kind of its executor, never its command or variables (they may hold
+// credentials).
+type EnvironmentInfo struct {
+	Name     string
+	Executor string // acp or exec
+}
+
+// EnvironmentList lists the environments, by name.
+func (m *Manager) EnvironmentList() []EnvironmentInfo {
+	out := make([]EnvironmentInfo, 0, len(m.cfg.Environments))
+	for name, env := range m.cfg.Environments {
+		kind := "exec"
+		if _, ok := env.Executor.(*ACPExecutor); ok {
+			kind = "acp"
+		}
+		out = append(out, EnvironmentInfo{Name: name, Executor: kind})
+	}
+	slices.SortFunc(out, func(a, b EnvironmentInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AtCapacity reports whether a run created now waits behind
+// MaxConcurrent runs.
+func (m *Manager) AtCapacity() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.active) >= m.cfg.MaxConcurrent || len(m.queue) > 0
+}

@@ -48,6 +48,8 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
 	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
+	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
+	mux.Handle("GET /v1/agent", readRuns(s.listAgents))
 }
 
 func (s *Server) needRuns(h handler) handler {
@@ -165,6 +167,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	if key != nil {
 		req.Creator = apiKeyCreator(key)
 	}
+	atCapacity := s.cfg.Runs.AtCapacity()
 	run, err := s.cfg.Runs.Create(req)
 	if errors.Is(err, runtime.ErrUnknownEnvironment) {
 		return errorf(CodeInvalidRequest, err.Error())
@@ -172,7 +175,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State})
+	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State, "at_capacity": atCapacity})
 	if idem != "" {
 		sum := sha256.Sum256(body)
 		if err := s.store.RememberIdempotent(idem, hex.EncodeToString(sum[:]), resp); err != nil {
@@ -521,4 +524,26 @@ func runStateNames() string {
 // apiKeyCreator is the creator of a run an API key created.
 func apiKeyCreator(key *factory.APIKey) *factory.Creator {
 	return &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
+}
+
+// listEnvironments is GET /v1/agent/environments: where runs can execute.
+// The config shows the executor's kind only: commands and variables may
+// hold credentials.
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
+	out := []map[string]any{}
+	for _, e := range s.cfg.Runs.EnvironmentList() {
+		out = append(out, map[string]any{"uid": factory.DerivedID("env_", e.Name), "name": e.Name,
+			"description": e.Executor + " environment", "config": map[string]any{"executor": e.Executor},
+			"last_updated": s.started, "setup_failed": false})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"environments": out})
+	return nil
+}
+
+// listAgents is GET /v1/agent: the factories' agents and skills. Factories
+// of this format define none yet (the v1alpha1 format does): the list is
+// empty.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{"agents": []any{}})
+	return nil
 }

@@ -674,3 +674,26 @@ func TestTimelineOfTheCurrentSDKs(t *testing.T) {
 		t.Fatalf("the status message's payload: %v", first[2])
 	}
 }
+
+// TestEnvironmentsAgentsAndCapacity: GET /v1/agent/environments lists the
+// environments without their commands or variables, GET /v1/agent lists
+// the (so far no) agents, and a create says whether it had to queue.
+func TestEnvironmentsAgentsAndCapacity(t *testing.T) {
+	h := runsServer(t, 1, `sleep 1`)
+	status, b := call(t, h, "GET", "/v1/agent/environments", nil)
+	if status != 200 || !regexp.MustCompile(`"name":"default"`).Match(b) || !strings.Contains(string(b), `"setup_failed":false`) ||
+		!strings.Contains(string(b), `"uid":"env_`) || strings.Contains(string(b), "sleep") {
+		t.Fatalf("environments: %d %s", status, b)
+	}
+	if status, b := call(t, h, "GET", "/v1/agent", nil); status != 200 || strings.TrimSpace(string(b)) != `{"agents":[]}` {
+		t.Fatalf("agents: %d %s", status, b)
+	}
+	_, first := call(t, h, "POST", "/v1/agent/runs", map[string]any{"prompt": "one"})
+	var out map[string]any
+	json.Unmarshal(first, &out)
+	waitState(t, h, fmt.Sprint(out["run_id"]), "INPROGRESS")
+	_, second := call(t, h, "POST", "/v1/agent/runs", map[string]any{"prompt": "two"})
+	if !strings.Contains(string(first), `"at_capacity":false`) || !strings.Contains(string(second), `"at_capacity":true`) {
+		t.Fatalf("at_capacity: %s then %s", first, second)
+	}
+}

@@ -65,6 +65,7 @@ type Server struct {
 	store   *store.Store
 	applier *reconciler.Applier
 	svc     *service.Service
+	started time.Time // when the server was made: environments' last_updated
 	log     *slog.Logger
 	metrics *metrics
 
@@ -98,7 +99,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		applier.Loader = &reconciler.Loader{}
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{})}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Runs != nil {
