@@ -241,6 +241,9 @@ type RunRequest struct {
 	ParentRunID      string            `json:"parent_run_id,omitempty"`
 	Metadata         map[string]string `json:"metadata,omitempty"`
 	Attachments      []RunAttachment   `json:"attachments,omitempty"`
+	// Mode is normal (the default), plan or orchestrate; this server
+	// checks it and runs every mode as normal.
+	Mode string `json:"mode,omitempty"`
 }
 
 // RunAttachment is a file sent with a new run; Data is base64.

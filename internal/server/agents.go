@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -199,6 +200,11 @@ func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUI
 		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
 	case len(q.Metadata) > maxMetadataKeys:
 		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
+	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
+		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
+	}
+	if err := checkMetadata(q.Metadata); err != nil {
+		return runtime.CreateRequest{}, err
 	}
 	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
 	if r.Header.Get("X-Factory-Source") == "CLI" {
@@ -545,5 +551,22 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 // empty.
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"agents": []any{}})
+	return nil
+}
+
+// metadataKey is what a metadata key may be (the platform API's rule).
+var metadataKey = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// checkMetadata enforces the platform API's metadata limits: keys of 1 to
+// 64 of A-Z a-z 0-9 . _ -, values of at most 256 bytes.
+func checkMetadata(m map[string]string) error {
+	for k, v := range m {
+		if !metadataKey.MatchString(k) {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("metadata: key %q must be 1 to 64 of A-Z a-z 0-9 . _ -", k))
+		}
+		if len(v) > 256 {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("metadata: the value of %q is over 256 bytes", k))
+		}
+	}
 	return nil
 }

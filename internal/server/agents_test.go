@@ -697,3 +697,22 @@ func TestEnvironmentsAgentsAndCapacity(t *testing.T) {
 		t.Fatalf("at_capacity: %s then %s", first, second)
 	}
 }
+
+// TestCreateLimitsOfThePlatformAPI: metadata keys and values and the mode
+// are checked as the platform API checks them.
+func TestCreateLimitsOfThePlatformAPI(t *testing.T) {
+	h := runsServer(t, 1, `true`)
+	for body, want := range map[string]string{
+		`{"prompt":"x","metadata":{"bad key":"v"}}`:                          "metadata: key",
+		`{"prompt":"x","metadata":{"k":"` + strings.Repeat("v", 257) + `"}}`: "over 256 bytes",
+		`{"prompt":"x","metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`:  "metadata: key",
+		`{"prompt":"x","mode":"yolo"}`:                                       "mode",
+	} {
+		if status, b := call(t, h, "POST", "/v1/agent/runs", body); status != 400 || !strings.Contains(string(b), want) {
+			t.Errorf("%.60s: %d %s", body, status, b)
+		}
+	}
+	if status, b := call(t, h, "POST", "/v1/agent/runs", `{"prompt":"x","mode":"plan","metadata":{"team.name-1_a":"`+strings.Repeat("v", 256)+`"}}`); status != 200 {
+		t.Fatalf("within the limits: %d %s", status, b)
+	}
+}
