@@ -49,7 +49,6 @@ const (
 	SourceAPI           = "API"
 	SourceCLI           = "CLI"
 	SourceCustomWebhook = "CUSTOM_WEBHOOK"
-	SourceScheduled     = "SCHEDULED_AGENT"
 )
 
 // legacySources are the spellings of runs stored before the product's:

@@ -143,20 +143,6 @@ func (a *app) noStore() error {
 	return fmt.Errorf("no state store in %s (and no server): apply a factory first (factory reconcile --source DIR), or pass --data DIR or --server URL", dir)
 }
 
-// withStore runs fn with the store open for writing, and closes it. The
-// store must exist already.
-func (a *app) withStore(fn func(s *store.Store) error) error {
-	if !a.storeExists() {
-		return a.noStore()
-	}
-	s, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return fn(s)
-}
-
 // applierFor opens the store and the keyring for applying a source, and
 // resolves which factory the source is applied to. The caller closes the
 // applier's store.

@@ -188,13 +188,15 @@ type request struct {
 	now    time.Time
 	client string
 	size   int64
+	// budgetKey is the webhook and client, the key of both budgets.
+	budgetKey string
 }
 
 // reject logs a refused request and returns the error to answer. A client
 // over its budget of refusals is answered 429 instead, and the refusal is
 // counted, not logged.
 func (q *request) reject(label, reason string, err *problem.Error) error {
-	if _, wait, ok := q.h.rejected.reserve(q.rejectKey(), q.now); !ok {
+	if _, wait, ok := q.h.rejected.reserve(q.budgetKey, q.now); !ok {
 		q.h.unlogged.WithLabelValues(q.t.rec.UID, q.t.name, label).Inc()
 		return q.h.tooManyRefusals(q.t, wait)
 	}
@@ -211,10 +213,10 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 // withinBudgets answers 429 to a client over its budget of refusals or of
 // failed authentications for this webhook.
 func (q *request) withinBudgets() error {
-	if wait, full := q.h.rejected.full(q.rejectKey(), q.now); full {
+	if wait, full := q.h.rejected.full(q.budgetKey, q.now); full {
 		return q.h.tooManyRefusals(q.t, wait)
 	}
-	if wait, full := q.h.failed.full(q.failKey(), q.now); full {
+	if wait, full := q.h.failed.full(q.budgetKey, q.now); full {
 		return q.h.tooManyFailures(q.t, wait)
 	}
 	return nil
@@ -226,22 +228,16 @@ func (q *request) withinBudgets() error {
 // the budget's failures are answered 401 (and logged); the rest are
 // throttled.
 func (q *request) authFailed(reason string) error {
-	if _, wait, ok := q.h.failed.reserve(q.failKey(), q.now); !ok {
+	if _, wait, ok := q.h.failed.reserve(q.budgetKey, q.now); !ok {
 		return q.h.tooManyFailures(q.t, wait)
 	}
 	return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
 }
 
-func (q *request) failKey() string { return q.t.rec.UID + "|" + q.client }
-
 func (h *Handler) tooManyFailures(t *target, wait time.Duration) error {
 	h.throttled.WithLabelValues(t.rec.UID, t.name, "failed_auth").Inc()
 	return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
 }
-
-// rejectKey is the budget of refusals this request counts against: its
-// webhook and client.
-func (q *request) rejectKey() string { return q.t.rec.UID + "|" + q.client }
 
 func (h *Handler) tooManyRefusals(t *target, wait time.Duration) error {
 	h.throttled.WithLabelValues(t.rec.UID, t.name, "rejected").Inc()
@@ -260,6 +256,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		return problem.Errorf(problem.NotFound, "no such webhook")
 	}
 	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
+	q.budgetKey = uid + "|" + q.client
 
 	// 2. The budgets of this webhook and client: failed authentications,
 	// and refusals of any kind.

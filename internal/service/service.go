@@ -223,9 +223,15 @@ func (s *Service) FindDelivery(ctx context.Context, id string) (*factory.Deliver
 			return nil, nil, err
 		}
 		for _, w := range hooks {
-			if _, err := s.Store.Delivery(w.UID, id); err == nil {
-				return s.Delivery(ctx, w.UID, id)
+			d, err := s.Store.Delivery(w.UID, id)
+			if err != nil {
+				continue
 			}
+			var payload []byte
+			if d.Label == factory.LabelAccepted {
+				payload, _ = s.Store.DeliveryPayload(w.UID, d.ID)
+			}
+			return d, payload, nil
 		}
 	}
 	return nil, nil, factory.Errorf(factory.ENOTFOUND, "no delivery %s", id)
