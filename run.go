@@ -2,7 +2,6 @@ package factory
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -106,7 +105,58 @@ type Run struct {
 	// Process is the agent process of the turn in progress, so that a
 	// server that died under it can kill what is left at its next start.
 	Process *ProcessRef `json:"process,omitempty"`
+	// ParentRunID is the run that started this one; Ancestors are its
+	// parent, the parent's parent, and so on (at most MaxRunDepth), for
+	// the ancestor_run_id filter. The root is the last of them.
+	ParentRunID string   `json:"parent_run_id,omitempty"`
+	Ancestors   []string `json:"ancestors,omitempty"`
+	Skill       string   `json:"skill,omitempty"`
+	// ConversationID is the conversation the run belongs to: given at
+	// creation, else the run's own.
+	ConversationID string       `json:"conversation_id,omitempty"`
+	Schedule       *RunSchedule `json:"schedule,omitempty"`
+	TriggerURL     string       `json:"trigger_url,omitempty"`
+	// Artifacts are what the run produced; ArtifactDigests (what each
+	// was, by its file path or URL) and ArtifactBytes keep a later turn
+	// from reporting the same again and the run within its limits.
+	Artifacts       []Artifact        `json:"artifacts,omitempty"`
+	ArtifactDigests map[string]string `json:"artifact_digests,omitempty"`
+	ArtifactBytes   int64             `json:"artifact_bytes,omitempty"`
 }
+
+// MaxRunDepth bounds a tree of runs: a run's parent chain is at most this
+// long.
+const MaxRunDepth = 32
+
+// RunSchedule is the schedule that created a run, as it was then.
+type RunSchedule struct {
+	CronSchedule string `json:"cron_schedule"`
+	ScheduleID   string `json:"schedule_id"`
+	ScheduleName string `json:"schedule_name"`
+}
+
+// RootRunID is the run at the root of the run's tree: itself when it has
+// no parent.
+func (r *Run) RootRunID() string {
+	if len(r.Ancestors) > 0 {
+		return r.Ancestors[len(r.Ancestors)-1]
+	}
+	return r.ID
+}
+
+// Conversation is the run's conversation ID.
+func (r *Run) Conversation() string {
+	if r.ConversationID != "" {
+		return r.ConversationID
+	}
+	h := sha256.Sum256([]byte("conversation\x00" + r.ID))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return formatUUID([16]byte(h[:16]))
+}
+
+// Executor is who executes runs here: this server, as a service account.
+var Executor = Creator{Type: "service_account", UID: "factory-server", DisplayName: "factory server"}
 
 // ProcessRef names a process group precisely enough to find it again: its
 // leader's PID and the leader's start time (in clock ticks since boot, as
@@ -158,9 +208,10 @@ type RunItem struct {
 	// FinishedAt is null until the run is terminal (the current SDKs
 	// require the key).
 	FinishedAt *time.Time `json:"finished_at"`
-	// RootRunID is the run at the root of its tree: itself, as runs here
-	// have no parents yet.
-	RootRunID string `json:"root_run_id"`
+	// RootRunID is the run at the root of its tree: itself when it has no
+	// parent.
+	RootRunID   string `json:"root_run_id"`
+	ParentRunID string `json:"parent_run_id,omitempty"`
 	// RunTime is how long the run has run, as an ISO 8601 duration
 	// (PT1M30.5S), from its start to its end or to now.
 	RunTime       string            `json:"run_time,omitempty"`
@@ -173,15 +224,46 @@ type RunItem struct {
 	AutomationID  string            `json:"automation_id,omitempty"`
 	DeliveryID    string            `json:"delivery_id,omitempty"`
 	Attachments   []Attachment      `json:"attachments,omitempty"`
+	// Artifacts is what the run produced; always a list.
+	Artifacts      []Artifact   `json:"artifacts"`
+	ConversationID string       `json:"conversation_id"`
+	AgentSkill     *AgentSkill  `json:"agent_skill,omitempty"`
+	Schedule       *RunSchedule `json:"schedule,omitempty"`
+	TriggerURL     string       `json:"trigger_url,omitempty"`
+	// SubmittedPrompt is what the agent was given: the prompt with the
+	// automation's envelope, as PROMPT.md holds it.
+	SubmittedPrompt      string   `json:"submitted_prompt"`
+	ExecutionLocation    string   `json:"execution_location"`
+	Executor             *Creator `json:"executor"`
+	IsRunTypeCancellable bool     `json:"is_run_type_cancellable"`
 }
+
+// AgentSkill is the skill a run used.
+type AgentSkill struct {
+	Name     string `json:"name,omitempty"`
+	FullPath string `json:"full_path,omitempty"`
+}
+
+// Execution locations: every run here executes on a server or worker.
+const ExecutionRemote = "REMOTE"
 
 // Item is the API view of a run.
 func (r *Run) Item() RunItem {
 	it := RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
 		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
-		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.ID}
+		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.RootRunID(), ParentRunID: r.ParentRunID,
+		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, TriggerURL: r.TriggerURL,
+		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true}
 	it.Source = SourceName(r.Source)
+	executor := Executor
+	it.Executor = &executor
+	if it.Artifacts == nil {
+		it.Artifacts = []Artifact{}
+	}
+	if r.Skill != "" {
+		it.AgentSkill = &AgentSkill{Name: r.Skill, FullPath: r.Skill}
+	}
 	if r.State.Terminal() {
 		it.FinishedAt = r.FinishedAt
 	}
@@ -321,6 +403,5 @@ func eventUUID(runID string, seq int) string {
 	h := sha256.Sum256([]byte(runID + "\x00" + strconv.Itoa(seq)))
 	h[6] = h[6]&0x0f | 0x50
 	h[8] = h[8]&0x3f | 0x80
-	x := hex.EncodeToString(h[:16])
-	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+	return formatUUID([16]byte(h[:16]))
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,12 +74,44 @@ func (a *app) demoAgentCmd() *cobra.Command {
 				return err
 			}
 			say("wrote SUMMARY.md")
+			pr, err := reportDemoArtifacts(b.String(), string(prompt)+"\n"+followUp, true)
+			if err != nil {
+				return err
+			}
+			if pr != "" {
+				say("opened a (pretend) pull request: %s", pr)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "delay", 200*time.Millisecond, "pause between progress messages, to show them arrive")
 	cmd.Flags().BoolVar(&useACP, "acp", false, "speak the Agent Client Protocol on stdio (as the acp executor expects) instead of the exec protocol")
 	return cmd
+}
+
+// reportDemoArtifacts leaves the summary in $FACTORY_OUTPUT_DIR (a FILE
+// artifact) and, when the prompt asks for a pull request, makes up one
+// (the demo opens none: its address is under .invalid) and gives its URL;
+// manifest says whether to declare it in artifacts.jsonl (the ACP agent
+// sends it as a resource link instead).
+func reportDemoArtifacts(summary, prompt string, manifest bool) (prURL string, err error) {
+	out := os.Getenv("FACTORY_OUTPUT_DIR")
+	if out == "" {
+		return "", nil
+	}
+	if err := os.WriteFile(filepath.Join(out, "SUMMARY.md"), []byte(summary), 0o644); err != nil {
+		return "", err
+	}
+	lines := []string{`{"artifact_type":"FILE","file":"SUMMARY.md","description":"What the demo agent read (no AI was used)","title":"Summary"}`}
+	if strings.Contains(strings.ToLower(prompt), "pull request") {
+		run := os.Getenv("FACTORY_RUN_ID")
+		prURL = "https://demo.invalid/factory/demo/pull/" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(run))%100000), 10)
+		if manifest {
+			pr, _ := json.Marshal(map[string]string{"artifact_type": "PULL_REQUEST", "url": prURL, "branch": "demo/" + run})
+			lines = append(lines, string(pr))
+		}
+	}
+	return prURL, os.WriteFile(filepath.Join(out, "artifacts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
 
 func firstLine(s string) string {

@@ -130,6 +130,14 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	if !say("wrote SUMMARY.md") {
 		return stop, nil
 	}
+	pr, err := reportDemoArtifacts(b.String(), text.String(), false)
+	if err != nil {
+		say("could not report the summary as an artifact: %v", err)
+	} else if pr != "" {
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId,
+			Update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.ResourceLinkBlock("pull request", pr)}}})
+		say("opened a (pretend) pull request: %s", pr)
+	}
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 }
 

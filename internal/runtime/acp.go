@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +78,9 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	if res, ok := s.handshake(); !ok {
 		return res
 	}
-	return s.prompt()
+	res := s.prompt()
+	res.Links = s.cl.takeLinks()
+	return res
 }
 
 // acpTurn is one turn of an ACP agent in progress.
@@ -240,8 +244,49 @@ type acpClient struct {
 	activity  chan struct{}
 	allow     bool
 
-	mu   sync.Mutex
-	text strings.Builder // agent message text not yet ended by a newline
+	mu    sync.Mutex
+	text  strings.Builder    // agent message text not yet ended by a newline
+	links []factory.Artifact // the resource links the agent sent, as artifacts
+}
+
+// maxLinks bounds the links kept from one turn's messages.
+const maxLinks = 100
+
+// pullRequestURL matches the web address of a GitHub pull request or a
+// GitLab merge request.
+var pullRequestURL = regexp.MustCompile(`^https://[^/]+/.+/(pull|merge_requests)/[0-9]+/?$`)
+
+// link keeps a resource link the agent sent: a pull request's address is a
+// PULL_REQUEST, any other web address an EXTERNAL_REFERENCE. Links to
+// files (file://) are not artifacts: files are collected from the output
+// folder.
+func (c *acpClient) link(l *acp.ContentBlockResourceLink) {
+	u, err := url.Parse(l.Uri)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(l.Uri) > 2048 || len(c.links) >= maxLinks {
+		return
+	}
+	a := factory.Artifact{Type: factory.ArtifactExternalReference, Data: factory.ArtifactData{URL: l.Uri, ReferenceType: "link", Title: l.Name}}
+	if l.Title != nil {
+		a.Data.Title = *l.Title
+	}
+	if pullRequestURL.MatchString(l.Uri) {
+		a = factory.Artifact{Type: factory.ArtifactPullRequest, Data: factory.ArtifactData{URL: l.Uri}}
+	}
+	for _, have := range c.links {
+		if have.Data.URL == a.Data.URL {
+			return
+		}
+	}
+	c.links = append(c.links, a)
+}
+
+// takeLinks hands over the links of the turn.
+func (c *acpClient) takeLinks() []factory.Artifact {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.links
+	c.links = nil
+	return l
 }
 
 func (c *acpClient) touch() {
@@ -284,6 +329,8 @@ func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification
 			c.text.Reset()
 			c.text.WriteString(s[i+1:])
 		}
+	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.ResourceLink != nil:
+		c.link(u.AgentMessageChunk.Content.ResourceLink)
 	case u.ToolCall != nil:
 		c.emit(fmt.Sprintf("[tool] %s (%s)", u.ToolCall.Title, u.ToolCall.Status))
 	case u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil:

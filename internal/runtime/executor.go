@@ -19,8 +19,12 @@ type Turn struct {
 	Prompt         string
 	PromptFile     string // PROMPT.md in the workspace
 	AttachmentsDir string
-	FollowUp       string // the follow-up message of a continued run, else ""
-	Env            []string
+	// OutputDir is where the agent leaves what it produced
+	// ($FACTORY_OUTPUT_DIR): collected as the run's artifacts after each
+	// turn.
+	OutputDir string
+	FollowUp  string // the follow-up message of a continued run, else ""
+	Env       []string
 	// IdleTimeout ends the turn FAILED after this long without output;
 	// Timeout after this long in all. Zero means no limit.
 	IdleTimeout time.Duration
@@ -48,6 +52,9 @@ type Result struct {
 	// platform API's catalog; empty takes the state's (ERROR:
 	// internal_error, FAILED: agent_process_failed).
 	Code string
+	// Links are the pull requests and references the agent named in its
+	// messages (the ACP executor reads them from resource links).
+	Links []factory.Artifact
 }
 
 // Error codes of runs (docs/spec, the platform API's catalog).

@@ -18,6 +18,7 @@ import (
 
 	"factory"
 
+	"factory/internal/artifacts"
 	"factory/internal/store"
 )
 
@@ -106,6 +107,12 @@ type CreateRequest struct {
 	FactoryUID, AutomationID, DeliveryID string
 	Attachments                          []AttachmentData
 	IdleTimeout                          time.Duration
+	// Skill, the parent's chain (ParentRunID first, the root last), the
+	// conversation, the schedule and the trigger's URL, as the run shows
+	// them.
+	Skill, ConversationID, TriggerURL string
+	Ancestors                         []string
+	Schedule                          *factory.RunSchedule
 }
 
 // ErrAttachmentName is the error of an attachment name a workspace cannot
@@ -251,7 +258,12 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 	}
 	r = &factory.Run{ID: id, Title: req.Title, Prompt: req.Prompt, State: factory.StateQueued, CreatedAt: now, UpdatedAt: now,
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
-		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator}
+		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
+		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
+		Schedule: req.Schedule}
+	if len(r.Ancestors) > 0 {
+		r.ParentRunID = r.Ancestors[0]
+	}
 	if r.Title == "" {
 		r.Title = titleOf(req.Prompt)
 	}
@@ -290,6 +302,9 @@ func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(m.OutputDir(r.ID), 0o700); err != nil {
+		return err
+	}
 	for _, a := range r.Attachments {
 		data, err := m.cfg.Store.RunAttachment(r.ID, a.Name)
 		if err != nil {
@@ -321,6 +336,10 @@ func (m *Manager) handOver(ws string, runAs *syscall.Credential) error {
 		if err := os.Chmod(dir, 0o711); err != nil {
 			return err
 		}
+	}
+	out := filepath.Join(filepath.Dir(ws), "output")
+	if err := os.Lchown(out, int(runAs.Uid), int(runAs.Gid)); err != nil {
+		return err
 	}
 	return filepath.WalkDir(ws, func(p string, _ os.DirEntry, err error) error {
 		if err != nil {
@@ -430,6 +449,12 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	}
 }
 
+// OutputDir is a run's output folder ($FACTORY_OUTPUT_DIR), beside its
+// workspace so that a repository checked out there does not see it.
+func (m *Manager) OutputDir(id string) string {
+	return filepath.Join(filepath.Dir(m.Workspace(id)), "output")
+}
+
 // start moves a queued run to INPROGRESS for its next turn, taking the
 // oldest pending follow-up as the turn's message. A run that is no longer
 // queued (cancelled meanwhile) gives a nil run.
@@ -452,7 +477,7 @@ func (m *Manager) start(id string) (*factory.Run, Turn, error) {
 		}
 		ws := m.Workspace(r.ID)
 		turn = Turn{RunID: r.ID, Workspace: ws, Prompt: r.Prompt, PromptFile: filepath.Join(ws, "PROMPT.md"),
-			AttachmentsDir: filepath.Join(ws, "attachments"), IdleTimeout: m.idleTimeout(r),
+			AttachmentsDir: filepath.Join(ws, "attachments"), OutputDir: m.OutputDir(r.ID), IdleTimeout: m.idleTimeout(r),
 			Started: func(pid int) { m.recordProcess(id, pid) }}
 		if r.Turns > 1 && len(follow) > 0 {
 			// A continued run: the oldest pending follow-up is this turn's.
@@ -532,6 +557,7 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bo
 			r.StatusMessage.ErrorCode = CodeAgentProcessFailed
 		}
 	}
+	m.collectArtifacts(r, b, res.Links, now)
 	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
 	pending, err := m.cfg.Store.FollowUps(r.ID)
 	if err != nil {
@@ -542,6 +568,33 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bo
 		r.State = factory.StateQueued
 	}
 	return requeue, nil
+}
+
+// collectArtifacts adds what the turn produced to the run, in the batch
+// that ends the turn: the output folder's files and manifest, and the
+// links the executor saw. What cannot be taken is said on the timeline.
+func (m *Manager) collectArtifacts(r *factory.Run, b *store.Batch, links []factory.Artifact, now time.Time) {
+	seen := artifacts.Seen{Digests: r.ArtifactDigests, Count: len(r.Artifacts), Bytes: r.ArtifactBytes}
+	found, problems := artifacts.Collect(m.OutputDir(r.ID), seen, now)
+	for _, l := range links {
+		l.CreatedAt = now
+		found = append(found, artifacts.Found{Artifact: l, Key: string(l.Type) + ":" + l.Data.URL})
+	}
+	for _, f := range found {
+		if _, dup := r.ArtifactDigests[f.Key]; dup && f.Digest == "" || len(r.Artifacts) >= artifacts.MaxPerRun {
+			continue
+		}
+		if r.ArtifactDigests == nil {
+			r.ArtifactDigests = map[string]string{}
+		}
+		r.ArtifactDigests[f.Key] = f.Digest
+		r.ArtifactBytes += int64(len(f.Bytes))
+		r.Artifacts = append(r.Artifacts, f.Artifact)
+		b.PutArtifact(r.ID, f.Artifact, f.Bytes)
+	}
+	for _, p := range problems {
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "message", Message: "artifacts: " + p})
+	}
 }
 
 // Cancel stops a queued or running run: it ends CANCELLED, and no process

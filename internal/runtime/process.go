@@ -33,6 +33,9 @@ func agentEnv(t Turn, run ...string) []string {
 		env = append(env, "HOME="+t.Workspace)
 	}
 	env = append(env, t.Env...)
+	if t.OutputDir != "" {
+		env = append(env, "FACTORY_OUTPUT_DIR="+t.OutputDir)
+	}
 	return append(env, run...)
 }
 

@@ -51,6 +51,9 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
 	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
 	mux.Handle("GET /v1/agent", readRuns(s.listAgents))
+	mux.Handle("GET /v1/agent/artifacts/{uid}", readRuns(s.getArtifact))
+	mux.Handle("GET /v1/agent/artifacts/{uid}/download", s.downloadArtifact())
+	mux.Handle("GET /v1/agent/run-by-external-reference", readRuns(s.runByExternalReference))
 }
 
 func (s *Server) needRuns(h handler) handler {
@@ -220,7 +223,14 @@ func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUI
 	if q.Skill != "" && req.Prompt == "" {
 		req.Prompt = "Use the skill " + q.Skill + "."
 	}
+	req.Skill, req.ConversationID = q.Skill, q.ConversationID
+	if req.Skill == "" {
+		req.Skill = skillSpec
+	}
 	var err error
+	if req.Ancestors, err = s.ancestorsOf(q.ParentRunID); err != nil {
+		return req, err
+	}
 	if req.Config, req.Environment, err = s.resolveConfig(q.Config); err != nil {
 		return req, err
 	}
@@ -229,6 +239,25 @@ func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUI
 }
 
 // decodeAttachments checks and decodes the attachments of a request.
+// ancestorsOf is the chain of a new run whose parent is parentID: the
+// parent, then the parent's own chain.
+func (s *Server) ancestorsOf(parentID string) ([]string, error) {
+	if parentID == "" {
+		return nil, nil
+	}
+	parent, err := s.store.Run(parentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(CodeInvalidRequest, fmt.Sprintf("parent_run_id: no run %s", parentID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(parent.Ancestors) >= factory.MaxRunDepth {
+		return nil, errorf(CodeInvalidRequest, fmt.Sprintf("parent_run_id: a tree of runs is at most %d deep", factory.MaxRunDepth))
+	}
+	return append([]string{parent.ID}, parent.Ancestors...), nil
+}
+
 func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, error) {
 	var out []runtime.AttachmentData
 	for i, a := range in {
@@ -281,6 +310,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseRunQuery(qs)
 	if err != nil {
 		return err
+	}
+	if a := q.Equal["ancestor"]; a != "" {
+		if _, err := s.store.Run(a); errors.Is(err, store.ErrNotFound) {
+			return errorf(CodeNotFound, fmt.Sprintf("ancestor_run_id: no run %s", a))
+		}
 	}
 	key, err := s.cursorKey()
 	if err != nil {
@@ -337,12 +371,16 @@ func resumeRunQuery(q *store.RunQuery, key []byte, scope, c string) error {
 
 // runFilterParams maps the list's filter parameters to index fields.
 var runFilterParams = map[string]string{"name": "name", "config_name": "name", "model_id": "model_id", "environment_id": "environment_id",
-	"source": "source", "creator": "creator", "factory_uid": "factory_uid", "automation_id": "automation_id"}
+	"creator": "creator", "automation_id": "automation_id", "schedule_id": "schedule_id", "skill": "skill", "skill_spec": "skill",
+	"ancestor_run_id": "ancestor"}
 
-// parseRunQuery reads the list parameters: limit, order, states, field
-// filters and time bounds.
+// runSorts are the orders a list can take.
+var runSorts = []string{"updated_at", "created_at", "title", "agent"}
+
+// parseRunQuery reads the list parameters (docs/spec, the platform API):
+// limit, order, states, field filters, metadata, search and time bounds.
 func parseRunQuery(qs url.Values) (store.RunQuery, error) {
-	q := store.RunQuery{Equal: map[string]string{}, SortBy: "updated_at", Limit: 20}
+	q := store.RunQuery{Equal: map[string]string{}, Alternatives: map[string][]string{}, SortBy: "updated_at", Limit: 20}
 	if v := qs.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
@@ -350,12 +388,11 @@ func parseRunQuery(qs url.Values) (store.RunQuery, error) {
 		}
 		q.Limit = n
 	}
-	switch v := qs.Get("sort_by"); v {
-	case "", "updated_at":
-	case "created_at":
+	if v := qs.Get("sort_by"); v != "" {
+		if !slices.Contains(runSorts, v) {
+			return q, errorf(CodeInvalidRequest, "sort_by: must be one of "+strings.Join(runSorts, ", "))
+		}
 		q.SortBy = v
-	default:
-		return q, errorf(CodeInvalidRequest, "sort_by: must be updated_at or created_at")
 	}
 	switch v := qs.Get("sort_order"); v {
 	case "", "desc":
@@ -371,16 +408,146 @@ func parseRunQuery(qs url.Values) (store.RunQuery, error) {
 		}
 		q.States = append(q.States, st)
 	}
+	for _, read := range []func(url.Values, *store.RunQuery) error{fieldFilters, sourceFilter, artifactFilter, metadataFilters,
+		executionFilters, searchFilter, timeBounds} {
+		if err := read(qs, &q); err != nil {
+			return q, err
+		}
+	}
+	return q, nil
+}
+
+// fieldFilters reads the filters on one field's value; factory_uid may
+// repeat (any of them).
+func fieldFilters(qs url.Values, q *store.RunQuery) error {
 	for param, field := range runFilterParams {
 		if v := qs.Get(param); v != "" {
 			q.Equal[field] = v
 		}
 	}
-	if v := qs.Get("source"); v != "" {
-		stored := factory.StoredSources(v)
-		q.Equal["source"], q.Alternatives = stored[0], map[string][]string{"source": stored[1:]}
+	if vs := nonEmpty(qs["factory_uid"]); len(vs) > 0 {
+		q.Equal["factory_uid"], q.Alternatives["factory_uid"] = vs[0], vs[1:]
 	}
-	return q, timeBounds(qs, &q)
+	switch v := qs.Get("factory_only"); v {
+	case "", "false":
+	case "true":
+		q.Equal["in_factory"] = "true"
+	default:
+		return errorf(CodeInvalidRequest, "factory_only: must be true or false")
+	}
+	return nil
+}
+
+// sourceFilter reads source, which may repeat (any of them); each name
+// matches the runs stored under its older spellings too.
+func sourceFilter(qs url.Values, q *store.RunQuery) error {
+	var stored []string
+	for _, v := range nonEmpty(qs["source"]) {
+		stored = append(stored, factory.StoredSources(v)...)
+	}
+	if len(stored) > 0 {
+		q.Equal["source"], q.Alternatives["source"] = stored[0], stored[1:]
+	}
+	return nil
+}
+
+// artifactFilter reads artifact_type: runs that reported one of that type.
+func artifactFilter(qs url.Values, q *store.RunQuery) error {
+	v := qs.Get("artifact_type")
+	if v == "" {
+		return nil
+	}
+	if _, ok := factory.ParseArtifactType(v); !ok {
+		return errorf(CodeInvalidRequest, fmt.Sprintf("artifact_type: %q is not one of FILE, PULL_REQUEST, PLAN, SCREENSHOT, EXTERNAL_REFERENCE", v))
+	}
+	q.Equal["artifact_type"] = v
+	return nil
+}
+
+// maxMetadataFilters bounds the metadata[key]=value pairs of a list.
+const maxMetadataFilters = 5
+
+// metadataFilters reads metadata[key]=value pairs: all must match.
+func metadataFilters(qs url.Values, q *store.RunQuery) error {
+	n := 0
+	for param, vs := range qs {
+		key, ok := strings.CutPrefix(param, "metadata[")
+		if !ok {
+			continue
+		}
+		key, ok = strings.CutSuffix(key, "]")
+		if !ok || !metadataKey.MatchString(key) {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("%s: a metadata filter is metadata[key]=value, key 1 to 64 of A-Z a-z 0-9 . _ -", param))
+		}
+		if n++; n > maxMetadataFilters {
+			return errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d pairs", maxMetadataFilters))
+		}
+		q.Equal[store.MetadataField(key)] = vs[0]
+	}
+	return nil
+}
+
+// executionFilters reads executor and execution_location: every run here
+// executes on this server (REMOTE, executor factory-server), so another
+// value matches nothing.
+func executionFilters(qs url.Values, q *store.RunQuery) error {
+	switch v := qs.Get("execution_location"); v {
+	case "", factory.ExecutionRemote:
+	case "LOCAL":
+		q.None = true
+	default:
+		return errorf(CodeInvalidRequest, "execution_location: must be LOCAL or REMOTE")
+	}
+	if v := qs.Get("executor"); v != "" && v != factory.Executor.UID {
+		q.None = true
+	}
+	return nil
+}
+
+// maxSearchedPrompt is how much of a prompt q searches.
+const maxSearchedPrompt = 64 << 10
+
+// searchFilter reads q: a run ID finds that run; other text matches runs
+// whose title, skill or prompt (its first 64 KiB) holds it, ignoring case.
+func searchFilter(qs url.Values, q *store.RunQuery) error {
+	text := strings.TrimSpace(qs.Get("q"))
+	if text == "" {
+		return nil
+	}
+	if len(text) > 256 {
+		return errorf(CodeInvalidRequest, "q: at most 256 bytes")
+	}
+	if factory.ValidUID(factory.PrefixRun, text) {
+		q.ID = text
+		return nil
+	}
+	lower := strings.ToLower(text)
+	q.And(func(r *factory.Run) bool {
+		prompt := r.Prompt
+		if len(prompt) > maxSearchedPrompt {
+			prompt = prompt[:maxSearchedPrompt]
+		}
+		return containsFold(r.Title, lower) || containsFold(r.Skill, lower) || containsFold(prompt, lower)
+	})
+	return nil
+}
+
+// containsFold reports whether s holds sub (lower case), ignoring case.
+func containsFold(s, lowerSub string) bool {
+	if len(s) < len(lowerSub) {
+		return false
+	}
+	return strings.Contains(strings.ToLower(s), lowerSub)
+}
+
+func nonEmpty(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // timeBounds reads created_after, created_before and updated_after. Bounds
@@ -403,14 +570,17 @@ func timeBounds(qs url.Values, q *store.RunQuery) error {
 		if !createdBefore.IsZero() {
 			q.MaxNanos = createdBefore.UnixNano() - 1
 		}
-	} else if !updatedAfter.IsZero() {
+	} else if q.SortBy == "updated_at" && !updatedAfter.IsZero() {
 		q.MinNanos = updatedAfter.UnixNano() + 1
 	}
-	q.Matches = func(run *factory.Run) bool {
+	if createdAfter.IsZero() && createdBefore.IsZero() && updatedAfter.IsZero() {
+		return nil
+	}
+	q.And(func(run *factory.Run) bool {
 		return (createdAfter.IsZero() || run.CreatedAt.After(createdAfter)) &&
 			(createdBefore.IsZero() || run.CreatedAt.Before(createdBefore)) &&
 			(updatedAfter.IsZero() || run.UpdatedAt.After(updatedAfter))
-	}
+	})
 	return nil
 }
 
@@ -527,9 +697,10 @@ func runStateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// apiKeyCreator is the creator of a run an API key created.
+// apiKeyCreator is the creator of a run an API key created: a service
+// account, as the SDKs' UserProfile types it.
 func apiKeyCreator(key *factory.APIKey) *factory.Creator {
-	return &factory.Creator{Type: "api_key", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
+	return &factory.Creator{Type: "service_account", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
 }
 
 // listEnvironments is GET /v1/agent/environments: where runs can execute.

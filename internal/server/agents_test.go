@@ -371,7 +371,11 @@ func listRunsRefusals(t *testing.T, h *harness) {
 	for q, want := range map[string]string{
 		"limit=0":                 "limit",
 		"limit=501":               "limit",
-		"sort_by=title":           "sort_by",
+		"sort_by=name":            "sort_by",
+		"artifact_type=PDF":       "artifact_type",
+		"metadata[a%2Fb]=x":       "metadata",
+		"execution_location=MOON": "execution_location",
+		"factory_only=maybe":      "factory_only",
 		"sort_order=up":           "sort_order",
 		"state=DONE":              "state",
 		"created_after=yesterday": "created_after",

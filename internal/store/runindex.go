@@ -36,10 +36,20 @@ func isUpdatedKey(k string) bool {
 }
 
 // RunFilterFields are the fields runs can be listed by, most selective
-// first: a query with several walks the index of the first.
-var RunFilterFields = []string{"automation_id", "factory_uid", "creator", "name", "model_id", "environment_id", "source", "state"}
+// first: a query with several walks the index of the first. Metadata
+// pairs (md:<key>) come before all of them.
+var RunFilterFields = []string{"ancestor", "automation_id", "schedule_id", "factory_uid", "creator", "skill", "name", "model_id",
+	"environment_id", "artifact_type", "in_factory", "source", "state"}
 
-func runFieldValues(r *factory.Run) map[string]string {
+// metadataField is the index field of a metadata key.
+func metadataField(key string) string { return "md:" + key }
+
+// MetadataField is the query field of a metadata key.
+func MetadataField(key string) string { return metadataField(key) }
+
+// runFieldValues are a run's values of each filterable field; a field may
+// have several (ancestors, artifact types).
+func runFieldValues(r *factory.Run) map[string][]string {
 	var cfg struct {
 		Name  string `json:"name"`
 		Model string `json:"model_id"`
@@ -47,23 +57,75 @@ func runFieldValues(r *factory.Run) map[string]string {
 	if len(r.Config) > 0 {
 		_ = json.Unmarshal(r.Config, &cfg)
 	}
-	creator := ""
-	if r.Creator != nil {
-		creator = r.Creator.UID
+	one := func(v string) []string {
+		if v == "" {
+			return nil
+		}
+		return []string{v}
 	}
-	return map[string]string{"automation_id": r.AutomationID, "factory_uid": r.FactoryUID, "creator": creator,
-		"name": cfg.Name, "model_id": cfg.Model, "environment_id": r.Environment, "source": r.Source, "state": string(r.State)}
+	vals := map[string][]string{"automation_id": one(r.AutomationID), "factory_uid": one(r.FactoryUID), "name": one(cfg.Name),
+		"model_id": one(cfg.Model), "environment_id": one(r.Environment), "source": one(r.Source), "state": one(string(r.State)),
+		"skill": one(r.Skill), "ancestor": r.Ancestors}
+	if r.Creator != nil {
+		vals["creator"] = one(r.Creator.UID)
+	}
+	if r.FactoryUID != "" {
+		vals["in_factory"] = []string{"true"}
+	}
+	if r.Schedule != nil {
+		vals["schedule_id"] = one(r.Schedule.ScheduleID)
+	}
+	for _, a := range r.Artifacts {
+		if !slices.Contains(vals["artifact_type"], string(a.Type)) {
+			vals["artifact_type"] = append(vals["artifact_type"], string(a.Type))
+		}
+	}
+	for k, v := range r.Metadata {
+		vals[metadataField(k)] = []string{v}
+	}
+	return vals
 }
 
+// runSortValues are a run's positions in each order: c created_at, u
+// updated_at, t title (case folded), a agent (the skill; runs without one
+// after every skill).
+func runSortValues(r *factory.Run) map[string]string {
+	agent := "\xff"
+	if r.Skill != "" {
+		agent = textSortValue(r.Skill)
+	}
+	return map[string]string{"c": nanos(r.CreatedAt), "u": nanos(r.UpdatedAt), "t": textSortValue(r.Title), "a": agent}
+}
+
+// maxSortText bounds the part of a title or skill that orders it.
+const maxSortText = 200
+
+// textSortValue orders text case-insensitively: folded, cut, escaped so
+// that it holds no "/", and ended with \x01 so that a text sorts before
+// the texts it begins (bytes below \x02 are escaped).
+func textSortValue(s string) string {
+	s = strings.ToLower(s)
+	if len(s) > maxSortText {
+		s = strings.ToValidUTF8(s[:maxSortText], "")
+	}
+	return sortTextEscaper.Replace(s) + "\x01"
+}
+
+var sortTextEscaper = strings.NewReplacer("%", "%25", "/", "%2F", "\x00", "%00", "\x01", "%01")
+
 func runIndexKeys(r *factory.Run) []string {
-	c, u := nanos(r.CreatedAt), nanos(r.UpdatedAt)
-	keys := []string{runIndexPrefix + "c/" + c + "/" + r.ID, runIndexPrefix + "u/" + u + "/" + r.ID}
-	for f, v := range runFieldValues(r) {
-		if v == "" {
-			continue
+	sorts := runSortValues(r)
+	keys := make([]string, 0, 32)
+	for sk, sv := range sorts {
+		keys = append(keys, runIndexPrefix+sk+"/"+sv+"/"+r.ID)
+	}
+	for f, vs := range runFieldValues(r) {
+		for _, v := range vs {
+			v = escapeIndexValue(v)
+			for sk, sv := range sorts {
+				keys = append(keys, runIndexPrefix+f+"="+v+"/"+sk+"/"+sv+"/"+r.ID)
+			}
 		}
-		v = escapeIndexValue(v)
-		keys = append(keys, runIndexPrefix+f+"="+v+"/c/"+c+"/"+r.ID, runIndexPrefix+f+"="+v+"/u/"+u+"/"+r.ID)
 	}
 	return keys
 }
@@ -81,7 +143,7 @@ type RunQuery struct {
 	// older spellings of a value).
 	Alternatives map[string][]string
 	States       []factory.RunState
-	SortBy       string // "created_at" or "updated_at"
+	SortBy       string // "created_at", "updated_at", "title" or "agent"
 	Asc          bool
 	After        string // the position of the last run of the previous page, from RunPage
 	Limit        int
@@ -93,6 +155,21 @@ type RunQuery struct {
 	// later pages keep it, so runs changing meanwhile neither repeat nor
 	// go missing. 0 walks the index as it is.
 	AsOf int64
+	// ID, when set, is the one run the query can find (a run ID searched
+	// for): it is read directly, and the other filters checked on it.
+	ID string
+	// None says the query matches no run (a filter on a value no run here
+	// can have): the answer is an empty page, without a walk.
+	None bool
+}
+
+// And adds a filter checked run by run.
+func (q *RunQuery) And(f func(*factory.Run) bool) {
+	if prev := q.Matches; prev != nil {
+		q.Matches = func(r *factory.Run) bool { return prev(r) && f(r) }
+		return
+	}
+	q.Matches = f
 }
 
 // RunPage is a page of runs and the position to continue from.
@@ -106,6 +183,12 @@ type RunPage struct {
 // one iterator per index prefix (several for several states), merged by
 // position.
 func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
+	if q.None {
+		return &RunPage{}, nil
+	}
+	if q.ID != "" {
+		return s.listOneRun(q)
+	}
 	field, sortKey, prefixes := q.indexPrefixes()
 	its, err := s.openRunCursors(q, prefixes)
 	defer func() {
@@ -132,7 +215,7 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 		if !validAt(pos, superseded, sortKey, q.AsOf) {
 			continue
 		}
-		id := pos[strings.IndexByte(pos, '/')+1:]
+		id := pos[strings.LastIndexByte(pos, '/')+1:]
 		r, err := s.Run(id)
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -152,15 +235,38 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 	}
 }
 
+// listOneRun answers a query for one run ID: that run, if it matches the
+// rest of the query, on a page of its own.
+func (s *Store) listOneRun(q RunQuery) (*RunPage, error) {
+	r, err := s.Run(q.ID)
+	if errors.Is(err, ErrNotFound) || q.After != "" {
+		return &RunPage{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !runMatches(r, q, "", false) {
+		return &RunPage{}, nil
+	}
+	return &RunPage{Runs: []*factory.Run{r}}, nil
+}
+
 // indexPrefixes picks the index a query walks: the most selective field it
 // filters on (field), else one prefix per state it lists, else the global
 // index; sortKey is c (created_at) or u (updated_at).
 func (q *RunQuery) indexPrefixes() (field, sortKey string, prefixes []string) {
-	sortKey = "u"
-	if q.SortBy == "created_at" {
-		sortKey = "c"
+	sortKey = map[string]string{"created_at": "c", "title": "t", "agent": "a"}[q.SortBy]
+	if sortKey == "" {
+		sortKey = "u"
 	}
-	for _, f := range RunFilterFields {
+	var mdFields []string
+	for f := range q.Equal {
+		if strings.HasPrefix(f, "md:") {
+			mdFields = append(mdFields, f)
+		}
+	}
+	slices.Sort(mdFields)
+	for _, f := range append(mdFields, RunFilterFields...) {
 		if v, ok := q.Equal[f]; ok && f != "state" {
 			for _, alt := range append([]string{v}, q.Alternatives[f]...) {
 				prefixes = append(prefixes, runIndexPrefix+f+"="+escapeIndexValue(alt)+"/"+sortKey+"/")
@@ -269,7 +375,11 @@ func runMatches(r *factory.Run, q RunQuery, walked string, asOf bool) bool {
 		if asOf && f == walked {
 			continue
 		}
-		if vals[f] != v && !slices.Contains(q.Alternatives[f], vals[f]) {
+		found := false
+		for _, have := range vals[f] {
+			found = found || have == v || slices.Contains(q.Alternatives[f], have)
+		}
+		if !found {
 			return false
 		}
 	}
@@ -318,4 +428,48 @@ func (s *Store) SweepSupersededRunIndex(before time.Time) (int, error) {
 		return 0, nil
 	}
 	return n, b.CommitNoSync()
+}
+
+// runIndexVersion is the version of the run list index's layout: a store
+// written with an older one gets the entries it lacks at its first open
+// (version 2 added the title and agent orders, and the fields of the
+// platform API's filters).
+const runIndexVersion = "2"
+
+// upgradeRunIndex adds the entries an older index lacks: every run's
+// current entries are written again (entries already there are the same
+// keys), in batches.
+func (s *Store) upgradeRunIndex() error {
+	v, err := s.Meta("run_index")
+	if err != nil || v == runIndexVersion {
+		return err
+	}
+	b := s.NewBatch()
+	n := 0
+	err = s.scan(runPrefix, func(_ string, val []byte) error {
+		r := &factory.Run{}
+		if err := json.Unmarshal(val, r); err != nil {
+			return err
+		}
+		for _, k := range runIndexKeys(r) {
+			if _, closer, err := s.db.Get([]byte(k)); err == nil {
+				closer.Close()
+				continue // kept as it is: it may be marked superseded
+			}
+			b.putRaw(k, nil)
+		}
+		if n++; n%1000 == 0 {
+			if err := b.CommitNoSync(); err != nil {
+				return err
+			}
+			b = s.NewBatch()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Abort()
+		return err
+	}
+	b.PutMeta("run_index", runIndexVersion)
+	return b.Commit()
 }

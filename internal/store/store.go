@@ -90,6 +90,10 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	s.legacyMarks.Store(legacy)
+	if err := s.upgradeRunIndex(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: rebuilding the run list index: %w", dir, err)
+	}
 	return s, nil
 }
 
