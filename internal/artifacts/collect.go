@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	"factory"
@@ -208,8 +209,17 @@ func readFile(root *os.Root, name string, limit int64) ([]byte, error) {
 	return data, err
 }
 
+// textTypes are the types of what agents write most, whatever the
+// machine's MIME table says (Go's own has none of them).
+var textTypes = map[string]string{".md": "text/markdown; charset=utf-8", ".txt": "text/plain; charset=utf-8",
+	".log": "text/plain; charset=utf-8", ".diff": "text/x-diff; charset=utf-8", ".patch": "text/x-diff; charset=utf-8",
+	".yaml": "application/yaml", ".yml": "application/yaml"}
+
 // mimeType is a file's type by its extension, else by its first bytes.
 func mimeType(p string, data []byte) string {
+	if t, ok := textTypes[strings.ToLower(path.Ext(p))]; ok {
+		return t
+	}
 	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
 		return t
 	}

@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// artifactScript is an agent that reports what the platform API's
+// artifacts are: a file in its output folder, described by the manifest,
+// a pull request and a plan.
+const artifactScript = `cd "$FACTORY_OUTPUT_DIR" && printf '# report\n' > REPORT.md && printf '1. fix it\n' > plan.md &&
+cat > artifacts.jsonl <<'JSONL'
+{"artifact_type":"FILE","file":"REPORT.md","description":"the report"}
+{"artifact_type":"PLAN","file":"plan.md","title":"The plan"}
+{"artifact_type":"PULL_REQUEST","url":"https://github.com/acme/app/pull/42","branch":"fix-42"}
+JSONL`
+
+func TestArtifacts(t *testing.T) {
+	h := runsServer(t, 2, artifactScript)
+	id := createRun(t, h, map[string]any{"prompt": "report"})
+	run := waitState(t, h, id, "SUCCEEDED")
+	arts, _ := run["artifacts"].([]any)
+	byType := map[string]map[string]any{}
+	for _, a := range arts {
+		m := a.(map[string]any)
+		if m["created_at"] == nil {
+			t.Errorf("artifact without created_at: %v", m)
+		}
+		byType[m["artifact_type"].(string)] = m["data"].(map[string]any)
+	}
+	if len(arts) != 3 {
+		t.Fatalf("artifacts: %v", arts)
+	}
+	// Each type's required fields, as the SDKs' ArtifactItem union has them.
+	for typ, fields := range map[string][]string{"FILE": {"artifact_uid", "filename", "filepath", "mime_type"},
+		"PLAN": {"document_uid"}, "PULL_REQUEST": {"url", "branch"}} {
+		for _, f := range fields {
+			if v, ok := byType[typ][f].(string); !ok || v == "" {
+				t.Errorf("%s lacks %s: %v", typ, f, byType[typ])
+			}
+		}
+	}
+	file := byType["FILE"]
+	if file["filename"] != "REPORT.md" || file["size_bytes"] != float64(9) || file["description"] != "the report" {
+		t.Errorf("file: %v", file)
+	}
+	artifactDownload(t, h, file["artifact_uid"].(string))
+	artifactPlan(t, h, byType["PLAN"]["artifact_uid"].(string))
+	artifactLookups(t, h, id)
+}
+
+// artifactDownload: the artifact's answer has a download URL that works
+// without a key until it expires, and not for another artifact or when
+// changed; with a key the download works without a token.
+func artifactDownload(t *testing.T, h *harness, uid string) {
+	status, b := call(t, h, "GET", "/v1/agent/artifacts/"+uid, nil)
+	var got struct {
+		Type, UID, Created string
+		Data               map[string]any
+	}
+	var raw map[string]any
+	json.Unmarshal(b, &raw)
+	json.Unmarshal(b, &got)
+	if status != 200 || raw["artifact_type"] != "FILE" || raw["artifact_uid"] != uid || raw["created_at"] == nil {
+		t.Fatalf("get artifact: %d %s", status, b)
+	}
+	for _, f := range []string{"content_type", "download_url", "expires_at", "filename"} {
+		if _, ok := got.Data[f].(string); !ok {
+			t.Errorf("the FILE answer lacks %s: %s", f, b)
+		}
+	}
+	link := got.Data["download_url"].(string)
+	resp, err := http.Get(link) // no API key
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "# report\n" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") ||
+		resp.Header.Get("Content-Security-Policy") != "sandbox" {
+		t.Errorf("download: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	u, _ := url.Parse(link)
+	token := u.Query().Get("token")
+	for name, path := range map[string]string{
+		"changed token":  "/v1/agent/artifacts/" + uid + "/download?token=" + url.QueryEscape(token+"x"),
+		"other artifact": "/v1/agent/artifacts/00000000-0000-4000-8000-000000000000/download?token=" + url.QueryEscape(token),
+	} {
+		resp, err := http.Get(h.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("%s: %d, want 403", name, resp.StatusCode)
+		}
+	}
+	if resp, _ := http.Get(h.url + "/v1/agent/artifacts/" + uid + "/download"); resp.StatusCode != 401 {
+		t.Errorf("no token and no key: %d, want 401", resp.StatusCode)
+	}
+	if status, b := call(t, h, "GET", "/v1/agent/artifacts/"+uid+"/download", nil); status != 200 || string(b) != "# report\n" {
+		t.Errorf("with a key: %d %q", status, b)
+	}
+	if status, _ := call(t, h, "GET", "/v1/agent/artifacts/nope", nil); status != 404 {
+		t.Errorf("an unknown artifact: %d", status)
+	}
+}
+
+// artifactPlan: a plan's answer holds its content.
+func artifactPlan(t *testing.T, h *harness, uid string) {
+	status, b := call(t, h, "GET", "/v1/agent/artifacts/"+uid, nil)
+	var got struct {
+		Type string         `json:"artifact_type"`
+		Data map[string]any `json:"data"`
+	}
+	json.Unmarshal(b, &got)
+	if status != 200 || got.Type != "PLAN" || got.Data["content"] != "1. fix it\n" || got.Data["title"] != "The plan" ||
+		got.Data["document_uid"] == nil || got.Data["notebook_uid"] == nil || got.Data["content_type"] == nil {
+		t.Errorf("plan: %d %s", status, b)
+	}
+}
+
+// artifactLookups: the run by its pull request's URL, and the list
+// filtered by artifact type.
+func artifactLookups(t *testing.T, h *harness, id string) {
+	status, b := call(t, h, "GET", "/v1/agent/run-by-external-reference?url="+url.QueryEscape("https://github.com/acme/app/pull/42"), nil)
+	if status != 200 || !strings.Contains(string(b), `"run_id":"`+id+`"`) {
+		t.Errorf("run by reference: %d %s", status, b)
+	}
+	if status, _ := call(t, h, "GET", "/v1/agent/run-by-external-reference?url=https://x/pull/1", nil); status != 404 {
+		t.Errorf("an unknown reference: %d", status)
+	}
+	other := createRun(t, h, map[string]any{"prompt": "another", "config": map[string]any{"environment_id": "other"}})
+	waitState(t, h, other, "SUCCEEDED")
+	if ids, _ := listIDs(t, h, "artifact_type=PULL_REQUEST"); !slices.Equal(ids, []string{id}) {
+		t.Errorf("artifact_type=PULL_REQUEST: %v, want %v", ids, []string{id})
+	}
+	if ids, _ := listIDs(t, h, "artifact_type=SCREENSHOT"); len(ids) != 0 {
+		t.Errorf("artifact_type=SCREENSHOT: %v", ids)
+	}
+}
+
+func TestListParametersOfThePlatformAPI(t *testing.T) {
+	h := runsServer(t, 4, `true`)
+	mk := func(body map[string]any) string {
+		id := createRun(t, h, body)
+		waitState(t, h, id, "SUCCEEDED")
+		return id
+	}
+	banana := mk(map[string]any{"prompt": "peel it", "title": "banana", "skill": "acme/tools:fruit", "metadata": map[string]string{"ticket": "T-1", "team": "a"}})
+	apple := mk(map[string]any{"prompt": "Find the WORM", "title": "Apple", "metadata": map[string]string{"ticket": "T-2", "team": "a"}})
+	cherry := mk(map[string]any{"prompt": "pit it", "title": "cherry", "skill": "acme/tools:berry", "parent_run_id": apple})
+	grand := mk(map[string]any{"prompt": "deeper", "title": "apple pie", "parent_run_id": cherry})
+	for q, want := range map[string][]string{
+		"sort_by=title&sort_order=asc":           {apple, grand, banana, cherry},
+		"sort_by=title&sort_order=desc":          {cherry, banana, grand, apple},
+		"q=worm":                                 {apple},
+		"q=APPLE&sort_by=title&sort_order=asc":   {apple, grand},
+		"q=fruit":                                {banana},
+		"q=" + cherry:                            {cherry},
+		"metadata[team]=a&sort_by=created_at":    {apple, banana},
+		"metadata[team]=a&metadata[ticket]=T-1":  {banana},
+		"metadata[ticket]=T-9":                   nil,
+		"ancestor_run_id=" + apple:               {grand, cherry},
+		"ancestor_run_id=" + cherry:              {grand},
+		"skill=acme/tools:berry":                 {cherry},
+		"skill_spec=acme/tools:fruit":            {banana},
+		"execution_location=LOCAL":               nil,
+		"executor=someone-else":                  nil,
+		"factory_only=true":                      nil,
+		"source=API&source=CLI&sort_by=title":    {cherry, banana, grand, apple},
+		"source=SLACK&source=CLI":                nil,
+		"execution_location=REMOTE&q=pit&q=peel": {cherry},
+	} {
+		ids, _ := listIDs(t, h, q)
+		if !slices.Equal(ids, want) {
+			t.Errorf("%s: %v, want %v", q, ids, want)
+		}
+	}
+	// By skill, runs without one after them (among themselves, by ID).
+	ids, _ := listIDs(t, h, "sort_by=agent&sort_order=asc")
+	if len(ids) != 4 || ids[0] != cherry || ids[1] != banana || !slices.Contains(ids[2:], apple) || !slices.Contains(ids[2:], grand) {
+		t.Errorf("sort_by=agent: %v, want %s %s then the two without a skill", ids, cherry, banana)
+	}
+	run := getRun(t, h, grand)
+	if run["parent_run_id"] != cherry || run["root_run_id"] != apple {
+		t.Errorf("grandchild: parent %v root %v, want %s %s", run["parent_run_id"], run["root_run_id"], cherry, apple)
+	}
+	if status, _ := call(t, h, "GET", "/v1/agent/runs?ancestor_run_id=run_nonexistent0000000000", nil); status != 404 {
+		t.Errorf("an unknown ancestor: %d, want 404", status)
+	}
+	if status, b := call(t, h, "POST", "/v1/agent/runs", map[string]any{"prompt": "x", "parent_run_id": "run_nope0000000000000000"}); status != 400 ||
+		!strings.Contains(string(b), "parent_run_id") {
+		t.Errorf("an unknown parent: %d %s", status, b)
+	}
+	if status, b := call(t, h, "GET", "/v1/agent/runs?metadata[a]=1&metadata[b]=1&metadata[c]=1&metadata[d]=1&metadata[e]=1&metadata[f]=1", nil); status != 400 {
+		t.Errorf("six metadata pairs: %d %s", status, b)
+	}
+}
+
+// TestTitlePagingWhileRunsChange: pages of a title order neither repeat
+// nor miss a run while runs change state between them.
+func TestTitlePagingWhileRunsChange(t *testing.T) {
+	h := runsServer(t, 50, `sleep 30`)
+	var all []string
+	for i := 0; i < 30; i++ {
+		all = append(all, createRun(t, h, map[string]any{"prompt": fmt.Sprintf("run %02d", i)}))
+	}
+	for _, id := range all {
+		waitState(t, h, id, "INPROGRESS")
+	}
+	seen := map[string]int{}
+	var order []string
+	cur := ""
+	for page := 0; ; page++ {
+		ids, next := listIDs(t, h, "sort_by=title&sort_order=asc&limit=7&cursor="+url.QueryEscape(cur))
+		for _, id := range ids {
+			seen[id]++
+			order = append(order, id)
+		}
+		if page < 3 {
+			for _, id := range []string{all[page], all[len(all)-1-page], ids[0]} {
+				call(t, h, "POST", "/v1/agent/runs/"+id+"/cancel", nil)
+			}
+		}
+		if next == "" {
+			break
+		}
+		cur = next
+	}
+	if !slices.Equal(order, all) {
+		t.Fatalf("title order while runs changed:\n%v\nwant\n%v", order, all)
+	}
+}
