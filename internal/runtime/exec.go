@@ -90,9 +90,14 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		end()
 		return finished(waitErr, stderr.String())
 	}
-	// stop: SIGTERM, then SIGKILL after the grace period.
+	// stop: SIGTERM (SIGINT for an interrupt, as a terminal's Ctrl-C),
+	// then SIGKILL after the grace period.
 	stop := func(state factory.RunState, msg string) Result {
-		proc.signal(syscall.SIGTERM)
+		sig := syscall.SIGTERM
+		if state == factory.StateBlocked {
+			sig = syscall.SIGINT
+		}
+		proc.signal(sig)
 		select {
 		case <-exited:
 		case <-time.After(grace):

@@ -79,6 +79,33 @@ type activeRun struct {
 // errShutdown is the cause of a turn stopped because the server stopped.
 var errShutdown = errors.New("the server stopped while the run was in progress")
 
+// errInterrupted is the cause of a turn stopped by an interrupt: the run
+// is BLOCKED until a follow-up continues it.
+var errInterrupted = errors.New("interrupted")
+
+// ErrNotLive is the error of an interrupt of a run with no turn in
+// progress.
+var ErrNotLive = errors.New("the run has no turn in progress")
+
+// Interrupt stops a run's current turn without ending the run: the agent
+// is asked to stop (ACP session/cancel; an exec agent's group gets
+// SIGINT), and the run is BLOCKED until a follow-up continues it.
+func (m *Manager) Interrupt(id string) error {
+	if _, err := m.cfg.Store.Run(id); errors.Is(err, store.ErrNotFound) {
+		return ErrNotFound
+	} else if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	a, active := m.active[id]
+	m.mu.Unlock()
+	if !active {
+		return ErrNotLive
+	}
+	a.cancel(errInterrupted)
+	return nil
+}
+
 // NewManager returns a manager; Start runs it.
 func NewManager(cfg Config) *Manager {
 	if cfg.MaxConcurrent <= 0 {
@@ -390,14 +417,18 @@ func (m *Manager) dispatch(ctx context.Context) {
 			m.queue = m.queue[1:]
 			// Not derived from ctx: on shutdown the cause must be errShutdown.
 			turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-			m.active[id] = &activeRun{cancel: cancel}
+			a := &activeRun{cancel: cancel}
+			m.active[id] = a
 			turns.Add(1)
 			go func() {
 				defer turns.Done()
 				m.execute(turnCtx, id)
 				cancel(nil)
 				m.mu.Lock()
-				delete(m.active, id)
+				// A follow-up may have started the run's next turn already.
+				if m.active[id] == a {
+					delete(m.active, id)
+				}
 				m.mu.Unlock()
 				m.wakeUp()
 			}()
@@ -668,11 +699,13 @@ func (m *Manager) SendFollowUp(id, message string) (*factory.Run, FollowUpAnswer
 		ans.ID = factory.DerivedID("fu_", id, strconv.Itoa(r.Events))
 		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
 		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})
-		requeue = r.State.Terminal()
+		requeue = r.State.Terminal() || r.State == factory.StateBlocked
 		ans.Outcome = OutcomeQueuedPrompt
+		if r.State.Terminal() {
+			ans.Outcome = OutcomeHandoffExecution
+		}
 		if requeue {
 			r.State, r.FinishedAt = factory.StateQueued, nil
-			ans.Outcome = OutcomeHandoffExecution
 		}
 		r.UpdatedAt = now
 		return nil

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 // supervise waits for a turn to end, for every executor alike. The agent
 // ends it (ended is closed; finish says how), or the turn is stopped: the
 // run is cancelled (ctx), the environment's timeout passes, or the agent
-// is quiet for the idle timeout (activity resets it). stop asks the agent
+// is quiet for the idle timeout (activity resets it), or interrupted
+// (the turn ends BLOCKED). stop asks the agent
 // to end and makes sure it has; its result is the turn's.
 func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-chan struct{},
 	finish func() Result, stop func(state factory.RunState, msg string) Result) Result {
@@ -30,6 +32,9 @@ func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 		case <-activity:
 			idle.Reset()
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errInterrupted) {
+				return stop(factory.StateBlocked, "interrupted: the run waits for a follow-up to continue")
+			}
 			return stop(factory.StateCancelled, "cancelled")
 		case <-total:
 			res := stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))

@@ -48,6 +48,8 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("GET /v1/agent/runs/{runId}/attachments/{name}", readRuns(s.runAttachment))
 	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
 	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))
+	mux.Handle("POST /v1/agent/runs/{runId}/interrupt", runs(s.interruptRun))
+	mux.Handle("GET /v1/agent/runs/{runId}/conversation", readRuns(s.runConversation))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
 	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
 	mux.Handle("GET /v1/agent", readRuns(s.listAgents))
@@ -685,6 +687,38 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
+	return nil
+}
+
+// interruptRun is POST /v1/agent/runs/{runId}/interrupt: the current turn
+// stops, the run waits (BLOCKED) for a follow-up. 202: the turn is being
+// stopped.
+func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("runId")
+	switch err := s.cfg.Runs.Interrupt(id); {
+	case errors.Is(err, runtime.ErrNotFound):
+		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
+	case errors.Is(err, runtime.ErrNotLive):
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("run %s has no turn in progress to interrupt", id), NoRetry: true}
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
+	return nil
+}
+
+// runConversation is GET /v1/agent/runs/{runId}/conversation: the run's
+// turns as the agent's session streamed them.
+func (s *Server) runConversation(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	events, err := s.store.RunEvents(run.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, factory.BuildConversation(run, events))
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // artifactScript is an agent that reports what the platform API's
@@ -236,5 +237,66 @@ func TestTitlePagingWhileRunsChange(t *testing.T) {
 	}
 	if !slices.Equal(order, all) {
 		t.Fatalf("title order while runs changed:\n%v\nwant\n%v", order, all)
+	}
+}
+
+// TestInterruptAndConversation: an interrupt stops the turn (the agent's
+// group gets SIGINT) and leaves the run BLOCKED; a follow-up continues it;
+// the conversation shows both turns.
+func TestInterruptAndConversation(t *testing.T) {
+	h := runsServer(t, 2, `if [ -n "$FACTORY_FOLLOWUP" ]; then echo "continuing: $FACTORY_FOLLOWUP"; exit 0; fi
+trap 'echo got SIGINT; exit 130' INT
+echo working
+while :; do sleep 0.05; done`)
+	id := createRun(t, h, map[string]any{"prompt": "work until stopped"})
+	waitState(t, h, id, "INPROGRESS")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := getRun(t, h, id); m["status_message"] != nil || time.Now().After(deadline) {
+			break // the agent has said "working": its trap is set
+		}
+	}
+	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/interrupt", nil); status != 202 {
+		t.Fatalf("interrupt: %d %s", status, b)
+	}
+	run := waitState(t, h, id, "BLOCKED")
+	if run["finished_at"] != nil {
+		t.Errorf("a blocked run has finished_at %v", run["finished_at"])
+	}
+	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/interrupt", nil); status != 409 {
+		t.Errorf("interrupting a blocked run: %d %s", status, b)
+	}
+	status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/followups", map[string]any{"message": "go on"})
+	if status != 200 || !strings.Contains(string(b), `"outcome":"queued_prompt"`) {
+		t.Fatalf("follow-up: %d %s", status, b)
+	}
+	waitState(t, h, id, "SUCCEEDED")
+	if status, _ := call(t, h, "POST", "/v1/agent/runs/run_nope0000000000000000/interrupt", nil); status != 404 {
+		t.Errorf("interrupting an unknown run: %d", status)
+	}
+	status, b = call(t, h, "GET", "/v1/agent/runs/"+id+"/conversation", nil)
+	var conv struct {
+		RunID          string `json:"run_id"`
+		ConversationID string `json:"conversation_id"`
+		Turns          []struct {
+			Index    int    `json:"index"`
+			Prompt   string `json:"prompt"`
+			State    string `json:"state"`
+			Messages []struct{ Role, Kind, Text string }
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal(b, &conv); err != nil || status != 200 || conv.RunID != id || conv.ConversationID == "" || len(conv.Turns) != 2 {
+		t.Fatalf("conversation: %d %s", status, b)
+	}
+	first, second := conv.Turns[0], conv.Turns[1]
+	text := func(turn int) string { b, _ := json.Marshal(conv.Turns[turn].Messages); return string(b) }
+	if first.Prompt != "work until stopped" || first.State != "BLOCKED" || !strings.Contains(text(0), "got SIGINT") {
+		t.Errorf("first turn: %+v", first)
+	}
+	if second.Prompt != "go on" || second.State != "SUCCEEDED" || !strings.Contains(text(1), "continuing: go on") {
+		t.Errorf("second turn: %+v", second)
+	}
+	_, b = call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
+	if !strings.Contains(string(b), `"event_type":"oz_run_blocked"`) {
+		t.Errorf("the timeline has no oz_run_blocked: %s", b)
 	}
 }

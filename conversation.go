@@ -1,0 +1,91 @@
+package factory
+
+import (
+	"strings"
+	"time"
+)
+
+// Conversation is a run's turns as the agent's session streamed them
+// (GET /v1/agent/runs/{id}/conversation): each turn's prompt (the run's
+// prompt, then each follow-up), the agent's messages, its tool calls and
+// plans, and how the turn ended.
+type Conversation struct {
+	RunID          string             `json:"run_id"`
+	ConversationID string             `json:"conversation_id"`
+	Turns          []ConversationTurn `json:"turns"`
+}
+
+// ConversationTurn is one turn.
+type ConversationTurn struct {
+	Index     int                   `json:"index"`
+	Prompt    string                `json:"prompt"`
+	StartedAt *time.Time            `json:"started_at"`
+	EndedAt   *time.Time            `json:"ended_at"`
+	State     RunState              `json:"state,omitempty"`
+	Messages  []ConversationMessage `json:"messages"`
+}
+
+// ConversationMessage is one entry of a turn: role user, agent, tool or
+// system; kind prompt, followup, message, tool_call, plan or result.
+type ConversationMessage struct {
+	Role       string    `json:"role"`
+	Kind       string    `json:"kind"`
+	Text       string    `json:"text"`
+	OccurredAt time.Time `json:"occurred_at"`
+}
+
+// BuildConversation reads a run's conversation from its timeline.
+// Follow-ups appear when their turn starts (a queued one is not yet part
+// of the conversation).
+func BuildConversation(r *Run, events []*RunEvent) Conversation {
+	c := Conversation{RunID: r.ID, ConversationID: r.Conversation(), Turns: []ConversationTurn{}}
+	var cur *ConversationTurn
+	add := func(role, kind, text string, at time.Time) {
+		if cur != nil {
+			cur.Messages = append(cur.Messages, ConversationMessage{Role: role, Kind: kind, Text: text, OccurredAt: at})
+		}
+	}
+	for _, e := range events {
+		switch e.Kind {
+		case "created":
+			c.Turns = append(c.Turns, ConversationTurn{Index: 1, Prompt: r.Prompt, Messages: []ConversationMessage{}})
+			cur = &c.Turns[len(c.Turns)-1]
+			add("user", "prompt", r.Prompt, e.Time)
+		case "started":
+			if cur == nil || cur.StartedAt != nil {
+				c.Turns = append(c.Turns, ConversationTurn{Index: len(c.Turns) + 1, Prompt: e.Message, Messages: []ConversationMessage{}})
+				cur = &c.Turns[len(c.Turns)-1]
+				if e.Message != "" {
+					add("user", "followup", e.Message, e.Time)
+				}
+			}
+			at := e.Time
+			cur.StartedAt = &at
+		case "message":
+			role, kind, text := messageRole(e.Message)
+			add(role, kind, text, e.Time)
+		case "finished":
+			if cur != nil {
+				at := e.Time
+				cur.EndedAt, cur.State = &at, e.State
+				add("system", "result", e.Message, e.Time)
+			}
+		}
+	}
+	return c
+}
+
+// messageRole tells a status message's speaker from the prefixes the
+// executors write: "[tool] " for tool calls and their results, "[plan] "
+// for plans, "artifacts: " for the server's own notes.
+func messageRole(msg string) (role, kind, text string) {
+	switch {
+	case strings.HasPrefix(msg, "[tool] "):
+		return "tool", "tool_call", strings.TrimPrefix(msg, "[tool] ")
+	case strings.HasPrefix(msg, "[plan] "):
+		return "agent", "plan", strings.TrimPrefix(msg, "[plan] ")
+	case strings.HasPrefix(msg, "artifacts: "):
+		return "system", "message", msg
+	}
+	return "agent", "message", msg
+}
