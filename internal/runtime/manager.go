@@ -324,7 +324,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 	ws := m.Workspace(r.ID)
 	if _, err := os.Stat(filepath.Join(ws, "PROMPT.md")); err == nil {
-		return nil
+		return m.layOutNewAttachments(r, runAs)
 	}
 	if err := os.MkdirAll(filepath.Join(ws, "attachments"), 0o700); err != nil {
 		return err
@@ -349,6 +349,42 @@ func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 	}
 	if runAs != nil {
 		return m.handOver(ws, runAs)
+	}
+	return nil
+}
+
+// layOutNewAttachments writes the attachments follow-ups added since the
+// workspace was laid out, as layOut writes the first ones.
+func (m *Manager) layOutNewAttachments(r *factory.Run, runAs *syscall.Credential) error {
+	ws := m.Workspace(r.ID)
+	for _, a := range r.Attachments {
+		if _, err := os.Lstat(filepath.Join(ws, "attachments", a.Name)); err == nil {
+			continue
+		}
+		data, err := m.cfg.Store.RunAttachment(r.ID, a.Name)
+		if err != nil {
+			return fmt.Errorf("attachment %s: %w", a.Name, err)
+		}
+		for _, p := range []string{filepath.Join(ws, "attachments", a.Name), filepath.Join(ws, a.Name)} {
+			// O_EXCL: never through a link the agent left in the name's place.
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				if p == filepath.Join(ws, a.Name) && errors.Is(err, os.ErrExist) {
+					continue // the agent has a file of that name: attachments/ holds it
+				}
+				return err
+			}
+			_, err = f.Write(data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil && runAs != nil {
+				err = os.Lchown(p, int(runAs.Uid), int(runAs.Gid))
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -671,7 +707,7 @@ func (m *Manager) Cancel(id string) (*factory.Run, error) {
 // waits for the next turn; a run that has ended is continued: it goes back
 // to QUEUED with the message as its next turn. Several keep their order.
 func (m *Manager) FollowUp(id, message string) (*factory.Run, error) {
-	r, _, err := m.SendFollowUp(id, message)
+	r, _, err := m.SendFollowUp(id, message, nil)
 	return r, err
 }
 
@@ -690,12 +726,24 @@ type FollowUpAnswer struct {
 	Outcome string `json:"outcome"`
 }
 
-// SendFollowUp is FollowUp, saying what the follow-up became.
-func (m *Manager) SendFollowUp(id, message string) (*factory.Run, FollowUpAnswer, error) {
+// SendFollowUp is FollowUp, saying what the follow-up became; files are
+// attached to the run (a name it has already is refused) and laid out in
+// its workspace before its next turn.
+func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
 	requeue := false
 	var ans FollowUpAnswer
 	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
 		now := time.Now().UTC()
+		for _, f := range files {
+			if err := CheckAttachmentName(f.Name); err != nil {
+				return err
+			}
+			if slices.ContainsFunc(r.Attachments, func(a factory.Attachment) bool { return a.Name == f.Name }) {
+				return fmt.Errorf("%w: the run has an attachment %q already", ErrAttachmentName, f.Name)
+			}
+			b.PutRunAttachment(r.ID, f.Name, f.Data)
+			r.Attachments = append(r.Attachments, factory.Attachment{Name: f.Name, MimeType: f.MimeType, Size: int64(len(f.Data))})
+		}
 		ans.ID = factory.DerivedID("fu_", id, strconv.Itoa(r.Events))
 		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it
 		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "followup", Message: message})

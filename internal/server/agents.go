@@ -656,24 +656,75 @@ func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 	var q struct {
-		Message string `json:"message"`
-		Mode    string `json:"mode"`
+		Message     string               `json:"message"`
+		Mode        string               `json:"mode"`
+		Attachments []followUpAttachment `json:"attachments"`
 	}
 	if _, err := readJSON(r, 1<<20, &q); err != nil {
 		return err
 	}
-	if strings.TrimSpace(q.Message) == "" {
+	switch {
+	case strings.TrimSpace(q.Message) == "":
 		return errorf(CodeInvalidRequest, "message: required")
+	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
+		return errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
+	case len(q.Attachments) > maxAttachments:
+		return errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
 	}
-	_, ans, err := s.cfg.Runs.SendFollowUp(r.PathValue("runId"), q.Message)
-	if errors.Is(err, runtime.ErrNotFound) {
+	files, err := s.followUpFiles(q.Attachments)
+	if err != nil {
+		return err
+	}
+	_, ans, err := s.cfg.Runs.SendFollowUp(r.PathValue("runId"), q.Message, files)
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
 		return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
+	case errors.Is(err, runtime.ErrAttachmentName):
+		return errorf(CodeInvalidRequest, "attachments: "+err.Error())
 	}
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
+}
+
+// followUpAttachment names a file for a follow-up: an artifact's UID (a
+// run's output, say a plan to carry on from), and the name the agent sees
+// it under (the artifact's file name by default).
+type followUpAttachment struct {
+	AttachmentID string `json:"attachment_id"`
+	FileName     string `json:"file_name"`
+}
+
+// followUpFiles reads the artifacts a follow-up attaches.
+func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentData, error) {
+	var files []runtime.AttachmentData
+	for _, a := range atts {
+		_, art, err := s.store.Artifact(a.AttachmentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: no artifact %q (attachment_id names an artifact's artifact_uid)", a.AttachmentID))
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.store.ArtifactBytes(a.AttachmentID)
+		if err != nil {
+			return nil, err
+		}
+		name := a.FileName
+		if name == "" {
+			name = art.Data.Filename
+		}
+		if name == "" {
+			name = a.AttachmentID
+		}
+		if err := runtime.CheckAttachmentName(name); err != nil {
+			return nil, errorf(CodeInvalidRequest, "attachments: "+err.Error())
+		}
+		files = append(files, runtime.AttachmentData{Name: name, MimeType: art.Data.MimeType, Data: data})
+	}
+	return files, nil
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {

@@ -300,3 +300,42 @@ while :; do sleep 0.05; done`)
 		t.Errorf("the timeline has no oz_run_blocked: %s", b)
 	}
 }
+
+// TestFollowUpAttachments: a follow-up attaches an artifact (of another
+// run), which the next turn finds in its attachments folder.
+func TestFollowUpAttachments(t *testing.T) {
+	h := runsServer(t, 2, `if [ -n "$FACTORY_FOLLOWUP" ]; then echo "read: $(cat "$FACTORY_ATTACHMENTS_DIR/prev.md")"; exit 0; fi
+`+artifactScript)
+	first := createRun(t, h, map[string]any{"prompt": "report"})
+	run := waitState(t, h, first, "SUCCEEDED")
+	var uid string
+	for _, a := range run["artifacts"].([]any) {
+		if m := a.(map[string]any); m["artifact_type"] == "FILE" {
+			uid = m["data"].(map[string]any)["artifact_uid"].(string)
+		}
+	}
+	second := createRun(t, h, map[string]any{"prompt": "start"})
+	waitState(t, h, second, "SUCCEEDED")
+	for body, want := range map[string]string{
+		`{"message":"x","attachments":[{"attachment_id":"nope"}]}`:                           "no artifact",
+		`{"message":"x","attachments":[{"attachment_id":"` + uid + `","file_name":"../x"}]}`: "attachments",
+		`{"message":"x","mode":"turbo"}`:                                                     "mode",
+	} {
+		if status, b := call(t, h, "POST", "/v1/agent/runs/"+second+"/followups", body); status != 400 || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %s", body, status, b)
+		}
+	}
+	status, b := call(t, h, "POST", "/v1/agent/runs/"+second+"/followups",
+		map[string]any{"message": "use the report", "mode": "normal", "attachments": []map[string]string{{"attachment_id": uid, "file_name": "prev.md"}}})
+	if status != 200 || !strings.Contains(string(b), `"outcome":"handoff_execution"`) || !strings.Contains(string(b), `"followup_id":"`) {
+		t.Fatalf("follow-up: %d %s", status, b)
+	}
+	run = waitState(t, h, second, "SUCCEEDED")
+	_, b = call(t, h, "GET", "/v1/agent/runs/"+second+"/timeline", nil)
+	if !strings.Contains(string(b), "read: # report") {
+		t.Errorf("the second turn did not read the attachment: %s", b)
+	}
+	if atts, _ := run["attachments"].([]any); len(atts) != 1 {
+		t.Errorf("attachments: %v", run["attachments"])
+	}
+}
