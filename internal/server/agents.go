@@ -795,7 +795,8 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 	out := []map[string]any{}
 	for _, e := range s.cfg.Runs.EnvironmentList() {
 		out = append(out, map[string]any{"uid": factory.DerivedID("env_", e.Name), "name": e.Name,
-			"description": e.Executor + " environment", "config": map[string]any{"executor": e.Executor},
+			"description":  e.Executor + " environment",
+			"config":       map[string]any{"name": e.Name, "description": e.Executor + " environment", "executor": e.Executor},
 			"last_updated": s.started, "setup_failed": false})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"environments": out})
