@@ -506,11 +506,8 @@ func executionFilters(qs url.Values, q *store.RunQuery) error {
 	return nil
 }
 
-// maxSearchedPrompt is how much of a prompt q searches.
-const maxSearchedPrompt = 64 << 10
-
 // searchFilter reads q: a run ID finds that run; other text matches runs
-// whose title, skill or prompt (its first 64 KiB) holds it, ignoring case.
+// whose title, skill or prompt holds it, ignoring case (store.RunQuery).
 func searchFilter(qs url.Values, q *store.RunQuery) error {
 	text := strings.TrimSpace(qs.Get("q"))
 	if text == "" {
@@ -523,23 +520,8 @@ func searchFilter(qs url.Values, q *store.RunQuery) error {
 		q.ID = text
 		return nil
 	}
-	lower := strings.ToLower(text)
-	q.And(func(r *factory.Run) bool {
-		prompt := r.Prompt
-		if len(prompt) > maxSearchedPrompt {
-			prompt = prompt[:maxSearchedPrompt]
-		}
-		return containsFold(r.Title, lower) || containsFold(r.Skill, lower) || containsFold(prompt, lower)
-	})
+	q.Search = text
 	return nil
-}
-
-// containsFold reports whether s holds sub (lower case), ignoring case.
-func containsFold(s, lowerSub string) bool {
-	if len(s) < len(lowerSub) {
-		return false
-	}
-	return strings.Contains(strings.ToLower(s), lowerSub)
 }
 
 func nonEmpty(vs []string) []string {

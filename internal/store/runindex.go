@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"factory"
 
@@ -158,6 +159,9 @@ type RunQuery struct {
 	// ID, when set, is the one run the query can find (a run ID searched
 	// for): it is read directly, and the other filters checked on it.
 	ID string
+	// Search matches runs whose title, skill or prompt (its first 64 KiB)
+	// holds it, ignoring case.
+	Search string
 	// None says the query matches no run (a filter on a value no run here
 	// can have): the answer is an empty page, without a walk.
 	None bool
@@ -392,7 +396,45 @@ func runMatches(r *factory.Run, q RunQuery, walked string, asOf bool) bool {
 			return false
 		}
 	}
+	if q.Search != "" && !searchMatches(r, q.Search) {
+		return false
+	}
 	return q.Matches == nil || q.Matches(r)
+}
+
+// maxSearchedPrompt is how much of a prompt a search reads.
+const maxSearchedPrompt = 64 << 10
+
+// searchMatches reports whether a run's title, skill or prompt holds
+// text, ignoring case.
+func searchMatches(r *factory.Run, text string) bool {
+	prompt := r.Prompt
+	if len(prompt) > maxSearchedPrompt {
+		prompt = prompt[:maxSearchedPrompt]
+	}
+	return containsFold(r.Title, text) || containsFold(r.Skill, text) || containsFold(prompt, text)
+}
+
+// containsFold reports whether s holds sub, ignoring case, without
+// folding all of s when it is ASCII.
+func containsFold(s, sub string) bool {
+	if len(sub) == 0 {
+		return true
+	}
+	for i := 0; i < len(sub); i++ {
+		if sub[i] >= utf8.RuneSelf {
+			return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+		}
+	}
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+		}
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // SweepSupersededRunIndex removes updated_at index entries superseded

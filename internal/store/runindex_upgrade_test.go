@@ -63,3 +63,24 @@ func TestRunIndexUpgrade(t *testing.T) {
 		t.Errorf("index version %q", v)
 	}
 }
+
+func TestContainsFold(t *testing.T) {
+	for _, tc := range []struct {
+		s, sub string
+		want   bool
+	}{
+		{"Find the WORM", "worm", true},
+		{"Find the WORM", "Find", true},
+		{"Find", "find the", false},
+		{"", "", true},
+		{"abc", "", true},
+		{"Ünïcode Title", "ünï", true},
+		{"ascii then Ü", "then ü", true},
+		{"Kelvin k", "\u212a", true},
+		{"nothing", "other", false},
+	} {
+		if got := containsFold(tc.s, tc.sub); got != tc.want {
+			t.Errorf("containsFold(%q, %q) = %v", tc.s, tc.sub, got)
+		}
+	}
+}
