@@ -220,8 +220,8 @@ func (s *Store) ListRuns(q RunQuery) (*RunPage, error) {
 			continue
 		}
 		id := pos[strings.LastIndexByte(pos, '/')+1:]
-		r, err := s.Run(id)
-		if errors.Is(err, ErrNotFound) {
+		r, err := s.candidateRun(id, q.Search)
+		if errors.Is(err, ErrNotFound) || err == nil && r == nil {
 			continue
 		}
 		if err != nil {
@@ -400,6 +400,67 @@ func runMatches(r *factory.Run, q RunQuery, walked string, asOf bool) bool {
 		return false
 	}
 	return q.Matches == nil || q.Matches(r)
+}
+
+// candidateRun reads a run on a list's walk; nil when a search cannot
+// match it. The search is tried on the stored bytes first: when its text
+// is ASCII that JSON writes as it is, a record without it (in any case)
+// holds no field with it, and is skipped without being decoded, which is
+// most of the cost of a search (BENCHMARKS.md).
+func (s *Store) candidateRun(id, search string) (*factory.Run, error) {
+	raw, err := s.get(runPrefix + id)
+	if err != nil {
+		return nil, err
+	}
+	if search != "" && plainASCII(search) && !containsFoldASCII(raw, search) {
+		return nil, nil
+	}
+	r := &factory.Run{}
+	if err := json.Unmarshal(raw, r); err != nil {
+		return nil, fmt.Errorf("read %s%s: %w", runPrefix, id, err)
+	}
+	return r, nil
+}
+
+// plainASCII reports whether JSON writes text byte for byte: printable
+// ASCII without the characters it escapes.
+func plainASCII(text string) bool {
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c < 0x20 || c >= 0x7f || strings.IndexByte(`"\<>&`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFoldASCII reports whether b holds the ASCII text, ignoring case.
+func containsFoldASCII(b []byte, text string) bool {
+	n := len(text)
+	if n == 0 {
+		return true
+	}
+	lo, up := lowerASCII(text[0]), upperASCII(text[0])
+	for i := 0; i+n <= len(b); i++ {
+		if (b[i] == lo || b[i] == up) && strings.EqualFold(string(b[i:i+n]), text) {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func upperASCII(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
 }
 
 // maxSearchedPrompt is how much of a prompt a search reads.

@@ -84,3 +84,25 @@ func TestContainsFold(t *testing.T) {
 		}
 	}
 }
+
+func TestSearchPrefilter(t *testing.T) {
+	for _, tc := range []struct {
+		raw, text string
+		want      bool
+	}{
+		{`{"title":"Find the WORM"}`, "worm", true},
+		{`{"title":"Find the WORM"}`, "WoRm", true},
+		{`{"title":"Find the"}`, "worm", false},
+		{`{"title":"wor"}`, "worm", false},
+		{`{}`, "", true},
+	} {
+		if got := containsFoldASCII([]byte(tc.raw), tc.text); got != tc.want {
+			t.Errorf("containsFoldASCII(%q, %q) = %v", tc.raw, tc.text, got)
+		}
+	}
+	for text, want := range map[string]bool{"worm": true, "a b-c.d_e/f": true, `a"b`: false, "a<b": false, "a&b": false, "ü": false, "a\tb": false} {
+		if plainASCII(text) != want {
+			t.Errorf("plainASCII(%q) = %v", text, !want)
+		}
+	}
+}
