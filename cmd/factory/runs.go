@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"factory"
+
 	"github.com/spf13/cobra"
 
 	"factory/client"
@@ -175,6 +177,13 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 	if r.DeliveryID != "" {
 		fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)
 	}
+	for i, art := range r.Artifacts {
+		label := ""
+		if i == 0 {
+			label = "Artifacts:"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, artifactLine(art))
+	}
 	// The workspace, when this machine holds it (a server on this data
 	// directory, or the store itself).
 	if ws, err := filepath.Abs(filepath.Join(a.dataDir(), "runs", r.RunID, "workspace")); err == nil {
@@ -183,6 +192,19 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// artifactLine says what an artifact is in a line: its type and where it
+// is.
+func artifactLine(a factory.Artifact) string {
+	d := a.Data
+	switch {
+	case d.URL != "" && d.Branch != "":
+		return fmt.Sprintf("%s %s (branch %s)", a.Type, d.URL, d.Branch)
+	case d.URL != "":
+		return fmt.Sprintf("%s %s", a.Type, d.URL)
+	}
+	return fmt.Sprintf("%s %s (%d bytes, %s)", a.Type, d.Filepath, d.SizeBytes, d.UID)
 }
 
 func (a *app) runsFollowupCmd() *cobra.Command {
