@@ -165,7 +165,7 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 		case gone:
 			return s.died(nil), false
 		case s.ctx.Err() != nil:
-			return s.result(factory.StateCancelled, "cancelled"), false
+			return s.result(stoppedBy(s.ctx)), false
 		case i == 0 && errors.Is(err, context.DeadlineExceeded):
 			return s.result(factory.StateError, fmt.Sprintf("the agent did not answer initialize within %s", s.initTimeout)), false
 		case err != nil:

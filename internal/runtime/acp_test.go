@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,5 +193,61 @@ func TestACPRunsThroughTheManager(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(filepath.Dir(m.Workspace(r.ID)), "agent-stderr.log")); err != nil || !strings.Contains(string(b), "agent starting") {
 		t.Fatalf("stderr kept: %v %q", err, b)
+	}
+}
+
+// TestACPInterruptAndArtifacts: an interrupt ends an ACP turn with
+// session/cancel and leaves the run BLOCKED; a follow-up continues it; the
+// demo agent's summary (from its output folder) and its pull request (a
+// resource link in its messages) become the run's artifacts.
+func TestACPInterruptAndArtifacts(t *testing.T) {
+	bin := demoAgent(t)
+	dir := t.TempDir()
+	s := newStoreOnly(t, dir)
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", Log: quietLog(),
+		Environments: map[string]runtime.Environment{"acp": {Executor: &runtime.ACPExecutor{
+			// Slow on its first turn (interrupted), quick on the next.
+			Command: []string{"sh", "-c", `d=10ms; [ -e .turn1 ] || { touch .turn1; d=2s; }; exec ` + bin + ` demo-agent --acp --delay $d`},
+			Grace:   time.Second}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.Wait() }()
+	m.Start(ctx)
+	r, err := m.Create(runtime.CreateRequest{Prompt: "Fix it and open a pull request."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(state factory.RunState) *storeRun {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			got, _ := s.Run(r.ID)
+			if got.State == state {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s, want %s", got.State, state)
+			}
+		}
+	}
+	wait(factory.StateInProgress)
+	if err := m.Interrupt("run_nope"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("interrupting an unknown run: %v", err)
+	}
+	if err := m.Interrupt(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(factory.StateBlocked); len(got.Artifacts) != 0 {
+		t.Errorf("an interrupted turn reported %+v", got.Artifacts)
+	}
+	if err := m.Interrupt(r.ID); !errors.Is(err, runtime.ErrNotLive) {
+		t.Errorf("interrupting a blocked run: %v", err)
+	}
+	m.FollowUp(r.ID, "go on")
+	got := wait(factory.StateSucceeded)
+	var kinds []string
+	for _, a := range got.Artifacts {
+		kinds = append(kinds, string(a.Type)+" "+a.Data.Filepath+a.Data.URL)
+	}
+	if len(kinds) != 2 || kinds[0] != "FILE SUMMARY.md" || !strings.HasPrefix(kinds[1], "PULL_REQUEST https://demo.invalid/") {
+		t.Fatalf("artifacts: %q", kinds)
 	}
 }

@@ -91,7 +91,8 @@ var ErrNotLive = errors.New("the run has no turn in progress")
 // is asked to stop (ACP session/cancel; an exec agent's group gets
 // SIGINT), and the run is BLOCKED until a follow-up continues it.
 func (m *Manager) Interrupt(id string) error {
-	if _, err := m.cfg.Store.Run(id); errors.Is(err, store.ErrNotFound) {
+	r, err := m.cfg.Store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
 		return ErrNotFound
 	} else if err != nil {
 		return err
@@ -99,7 +100,8 @@ func (m *Manager) Interrupt(id string) error {
 	m.mu.Lock()
 	a, active := m.active[id]
 	m.mu.Unlock()
-	if !active {
+	// A turn that has ended may not have left the active runs yet.
+	if !active || r.State != factory.StateInProgress {
 		return ErrNotLive
 	}
 	a.cancel(errInterrupted)

@@ -32,10 +32,7 @@ func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 		case <-activity:
 			idle.Reset()
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errInterrupted) {
-				return stop(factory.StateBlocked, "interrupted: the run waits for a follow-up to continue")
-			}
-			return stop(factory.StateCancelled, "cancelled")
+			return stop(stoppedBy(ctx))
 		case <-total:
 			res := stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
 			res.Code = CodeInfrastructureTimeout
@@ -46,6 +43,15 @@ func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 			return res
 		}
 	}
+}
+
+// stoppedBy is how a turn whose context was cancelled ends: BLOCKED by an
+// interrupt, else CANCELLED.
+func stoppedBy(ctx context.Context) (factory.RunState, string) {
+	if errors.Is(context.Cause(ctx), errInterrupted) {
+		return factory.StateBlocked, "interrupted: the run waits for a follow-up to continue"
+	}
+	return factory.StateCancelled, "cancelled"
 }
 
 // waitExit is the agent's exit: the returned channel is closed when it has
