@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// ArtifactType is the kind of thing a run produced (docs/spec, the
-// platform API's artifacts).
+// ArtifactType is the kind of thing a run produced
+// (docs/spec/platform-api.md, Artifacts).
 type ArtifactType string
 
 // Artifact types, as the platform API spells them.

@@ -12,8 +12,8 @@ type RunState string
 
 // Run states (docs/spec/agents-api.md).
 const (
-	// StatePending and StateClaimed are the product's (docs/spec, the
-	// platform API): accepted but not yet queued for an executor, and
+	// StatePending and StateClaimed are the product's
+	// (docs/spec/platform-api.md): accepted but not yet queued for an executor, and
 	// taken by an executor whose agent is not running yet. This server
 	// queues at once and starts at once, so no run is in them yet; lists
 	// accept them as filters.
@@ -42,7 +42,7 @@ func (s RunState) Terminal() bool {
 }
 
 // Run sources: what created a run, spelled as the product spells them
-// (docs/spec: the platform API). Factory dispatch is API, with the run's
+// (docs/spec/platform-api.md). Factory dispatch is API, with the run's
 // factory_uid.
 const (
 	SourceAPI           = "API"

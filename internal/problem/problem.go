@@ -55,8 +55,8 @@ type Error struct {
 	Retryable, NoRetry bool
 }
 
-// retryableCodes are the codes a retry can help (docs/spec, the platform
-// API's error catalog).
+// retryableCodes are the codes a retry can help
+// (docs/spec/platform-api.md, Errors).
 var retryableCodes = map[string]bool{Conflict: true, Unavailable: true, Internal: true}
 
 // retryable says whether the caller may retry.

@@ -57,7 +57,7 @@ type Result struct {
 	Links []factory.Artifact
 }
 
-// Error codes of runs (docs/spec, the platform API's catalog).
+// Error codes of runs (docs/spec/platform-api.md, Errors).
 const (
 	CodeInternal              = "internal_error"
 	CodeAgentProcessFailed    = "agent_process_failed"

@@ -379,7 +379,7 @@ var runFilterParams = map[string]string{"name": "name", "config_name": "name", "
 // runSorts are the orders a list can take.
 var runSorts = []string{"updated_at", "created_at", "title", "agent"}
 
-// parseRunQuery reads the list parameters (docs/spec, the platform API):
+// parseRunQuery reads the list parameters (docs/spec/platform-api.md):
 // limit, order, states, field filters, metadata, search and time bounds.
 func parseRunQuery(qs url.Values) (store.RunQuery, error) {
 	q := store.RunQuery{Equal: map[string]string{}, Alternatives: map[string][]string{}, SortBy: "updated_at", Limit: 20}

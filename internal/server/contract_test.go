@@ -18,7 +18,7 @@ import (
 	"factory/internal/store"
 )
 
-// The contract of the current official SDKs (docs/spec, the platform API),
+// The contract of the current official SDKs (docs/spec/platform-api.md),
 // one test per row, with requests sent as the newest SDKs send them and
 // answers read as their types read them. The field lists and enums below
 // are transcribed from the SDKs' published types (oz-sdk-typescript
