@@ -82,6 +82,8 @@ func messageRole(msg string) (role, kind, text string) {
 	switch {
 	case strings.HasPrefix(msg, "[tool] "):
 		return "tool", "tool_call", strings.TrimPrefix(msg, "[tool] ")
+	case strings.HasPrefix(msg, "[permission] "):
+		return "system", "permission_decision", strings.TrimPrefix(msg, "[permission] ")
 	case strings.HasPrefix(msg, "[plan] "):
 		return "agent", "plan", strings.TrimPrefix(msg, "[plan] ")
 	case strings.HasPrefix(msg, "artifacts: "):

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -377,6 +378,13 @@ func eventType(e *RunEvent) string {
 	case "started":
 		return "agent_started"
 	case "message":
+		// The executors' prefixes tell tool calls, plans and permission
+		// decisions from the agent's own messages.
+		for prefix, typ := range messageEventTypes {
+			if strings.HasPrefix(e.Message, prefix) {
+				return typ
+			}
+		}
 		return "status_message"
 	case "followup":
 		return "followup"
@@ -395,6 +403,10 @@ func eventType(e *RunEvent) string {
 	}
 	return e.Kind
 }
+
+// messageEventTypes are the event types of status messages by prefix.
+var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "plan", "[permission] ": "permission_decision",
+	"artifacts: ": "artifact_problem"}
 
 // eventUUID is an event's UUID, derived from its run and place, so that
 // it is the same at every read: the SHA-256 of both, as a version 5

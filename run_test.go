@@ -33,3 +33,17 @@ func TestRunItemFinishedAt(t *testing.T) {
 		t.Fatalf("a queued run shows finished_at %v", it.FinishedAt)
 	}
 }
+
+func TestTimelineEventTypes(t *testing.T) {
+	events := []*RunEvent{{Kind: "created"}, {Kind: "started"}, {Kind: "message", Message: "hello"},
+		{Kind: "message", Message: "[tool] grep (completed)"}, {Kind: "message", Message: "[plan] a (pending)"},
+		{Kind: "message", Message: "[permission] Write x: Allow (allow_once)"}, {Kind: "message", Message: "artifacts: x: too large"},
+		{Kind: "followup", Message: "more"}, {Kind: "finished", State: StateBlocked}, {Kind: "finished", State: StateSucceeded}}
+	want := []string{"oz_run_created", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
+		"artifact_problem", "followup", "oz_run_blocked", "oz_run_done"}
+	for i, e := range Timeline("run_x", events) {
+		if e.EventType != want[i] {
+			t.Errorf("event %d (%+v): %s, want %s", i, events[i], e.EventType, want[i])
+		}
+	}
+}

@@ -349,11 +349,21 @@ func (c *acpClient) RequestPermission(ctx context.Context, p acp.RequestPermissi
 	c.touch()
 	want := map[acp.PermissionOptionKind]bool{acp.PermissionOptionKindAllowOnce: c.allow, acp.PermissionOptionKindAllowAlways: c.allow,
 		acp.PermissionOptionKindRejectOnce: !c.allow, acp.PermissionOptionKindRejectAlways: !c.allow}
+	title := string(p.ToolCall.ToolCallId)
+	if p.ToolCall.Title != nil {
+		title = *p.ToolCall.Title
+	}
 	for _, o := range p.Options {
 		if want[o.Kind] {
+			c.mu.Lock()
+			c.emit(fmt.Sprintf("[permission] %s: %s (%s)", title, o.Name, o.Kind))
+			c.mu.Unlock()
 			return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}, nil
 		}
 	}
+	c.mu.Lock()
+	c.emit(fmt.Sprintf("[permission] %s: no option fits the environment's policy; cancelled", title))
+	c.mu.Unlock()
 	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
 }
 

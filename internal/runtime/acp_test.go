@@ -78,7 +78,8 @@ func TestACPWithTheDemoAgent(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	events := strings.Join(r.list(), "\n")
-	for _, want := range []string{"[demo agent] this is the bundled demo agent: it does no AI", "read a prompt of 30 bytes", "found 1 attachment(s)", "wrote SUMMARY.md"} {
+	for _, want := range []string{"[demo agent] this is the bundled demo agent: it does no AI", "read a prompt of 30 bytes", "found 1 attachment(s)", "wrote SUMMARY.md",
+		"[permission] Write SUMMARY.md: Allow (allow_once)"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no %q in\n%s", want, events)
 		}
