@@ -600,12 +600,18 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
+// runWithEvents reads the request's run and its timeline.
+func (s *Server) runWithEvents(r *http.Request) (*factory.Run, []*factory.RunEvent, error) {
 	run, err := s.runOf(r)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	events, err := s.store.RunEvents(run.ID)
+	return run, events, err
+}
+
+func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
+	run, events, err := s.runWithEvents(r)
 	if err != nil {
 		return err
 	}
@@ -743,11 +749,7 @@ func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 // runConversation is GET /v1/agent/runs/{runId}/conversation: the run's
 // turns as the agent's session streamed them.
 func (s *Server) runConversation(w http.ResponseWriter, r *http.Request) error {
-	run, err := s.runOf(r)
-	if err != nil {
-		return err
-	}
-	events, err := s.store.RunEvents(run.ID)
+	run, events, err := s.runWithEvents(r)
 	if err != nil {
 		return err
 	}
