@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,5 +168,30 @@ func TestCollectLimits(t *testing.T) {
 	}
 	if found, problems := Collect(filepath.Join(dir, "none"), Seen{}, time.Now()); found != nil || problems != nil {
 		t.Errorf("a missing folder: %v %v", found, problems)
+	}
+}
+
+// TestCollectDoesNotHangOnAPipe: a named pipe in the folder (even as the
+// manifest) is skipped, not read.
+func TestCollectDoesNotHangOnAPipe(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{ManifestName, "pipe"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			t.Skip("no named pipes here:", err)
+		}
+	}
+	write(t, dir, "ok.txt", "ok")
+	done := make(chan []Found)
+	go func() {
+		found, _ := Collect(dir, Seen{}, time.Now())
+		done <- found
+	}()
+	select {
+	case found := <-done:
+		if len(found) != 1 {
+			t.Errorf("found %+v", found)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Collect hangs on a named pipe")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 
 	"factory"
@@ -187,7 +188,9 @@ func (c *collector) admit(name string, size int64) bool {
 // readFile reads a regular file of the root within a limit, checking the
 // size before reading and while reading (the file may grow).
 func readFile(root *os.Root, name string, limit int64) ([]byte, error) {
-	f, err := root.Open(name)
+	// O_NONBLOCK: a regular file swapped for a named pipe since the walk
+	// must not hang the read (it is then refused as not regular).
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

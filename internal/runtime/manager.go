@@ -356,39 +356,51 @@ func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 }
 
 // layOutNewAttachments writes the attachments follow-ups added since the
-// workspace was laid out, as layOut writes the first ones.
+// workspace was laid out, as layOut writes the first ones. The agent has
+// had the workspace to itself: every path is resolved inside it (a link it
+// left cannot lead a write elsewhere) and no file is overwritten.
 func (m *Manager) layOutNewAttachments(r *factory.Run, runAs *syscall.Credential) error {
-	ws := m.Workspace(r.ID)
+	root, err := os.OpenRoot(m.Workspace(r.ID))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for _, a := range r.Attachments {
-		if _, err := os.Lstat(filepath.Join(ws, "attachments", a.Name)); err == nil {
+		if _, err := root.Lstat(filepath.Join("attachments", a.Name)); err == nil {
 			continue
 		}
 		data, err := m.cfg.Store.RunAttachment(r.ID, a.Name)
 		if err != nil {
 			return fmt.Errorf("attachment %s: %w", a.Name, err)
 		}
-		for _, p := range []string{filepath.Join(ws, "attachments", a.Name), filepath.Join(ws, a.Name)} {
-			// O_EXCL: never through a link the agent left in the name's place.
-			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				if p == filepath.Join(ws, a.Name) && errors.Is(err, os.ErrExist) {
-					continue // the agent has a file of that name: attachments/ holds it
-				}
-				return err
-			}
-			_, err = f.Write(data)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil && runAs != nil {
-				err = os.Lchown(p, int(runAs.Uid), int(runAs.Gid))
+		for _, p := range []string{filepath.Join("attachments", a.Name), a.Name} {
+			err := writeNew(root, p, data, runAs)
+			if p == a.Name && errors.Is(err, os.ErrExist) {
+				continue // the agent has a file of that name: attachments/ holds it
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("attachment %s: %w", a.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// writeNew writes a file that must not exist yet, inside root, and gives
+// it to the agent's user.
+func writeNew(root *os.Root, name string, data []byte, runAs *syscall.Credential) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && runAs != nil {
+		err = root.Lchown(name, int(runAs.Uid), int(runAs.Gid))
+	}
+	return err
 }
 
 // handOver makes a workspace the agent user's, and the folders above it

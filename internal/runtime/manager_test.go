@@ -339,3 +339,28 @@ func TestRunErrorCodes(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestFollowUpAttachmentsStayInTheWorkspace: an agent that replaced its
+// attachments folder with a link elsewhere does not get a follow-up's
+// attachment written there; the turn ends ERROR, saying why.
+func TestFollowUpAttachmentsStayInTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	f := newManager(t, dir, 2, `rm -rf attachments && ln -s `+outside+` attachments && echo done`)
+	r := f.create("start")
+	f.wait(r.ID, factory.StateSucceeded)
+	_, _, err := f.m.SendFollowUp(r.ID, "with a file", []runtime.AttachmentData{{Name: "authorized_keys", Data: []byte("ssh-ed25519 AAAA")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.wait(r.ID, factory.StateError)
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("written outside the workspace: %v", entries)
+	}
+	if !strings.Contains(got.StatusMessage.Message, "preparing the workspace") {
+		t.Errorf("status: %+v", got.StatusMessage)
+	}
+	if _, _, err := f.m.SendFollowUp(r.ID, "again", []runtime.AttachmentData{{Name: "authorized_keys", Data: []byte("x")}}); !errors.Is(err, runtime.ErrAttachmentName) {
+		t.Errorf("a second attachment of the same name: %v", err)
+	}
+}
