@@ -441,11 +441,29 @@ func titleOf(prompt string) string {
 	return line
 }
 
+// enqueue queues a run for its next turn, once: a run queued already (by
+// the start-up recovery and a create at the same moment, say) keeps its
+// place.
 func (m *Manager) enqueue(id string) {
 	m.mu.Lock()
-	m.queue = append(m.queue, id)
+	if !slices.Contains(m.queue, id) {
+		m.queue = append(m.queue, id)
+	}
 	m.mu.Unlock()
 	m.wakeUp()
+}
+
+// nextQueued takes the oldest queued run that has no turn in progress (a
+// run queued again while its last turn ends waits for that turn to leave:
+// one turn of a run at a time, and each tracked). Called with mu held.
+func (m *Manager) nextQueued() (string, bool) {
+	for i, id := range m.queue {
+		if _, busy := m.active[id]; !busy {
+			m.queue = slices.Delete(m.queue, i, i+1)
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // wakeUp tells dispatch to look at the queue and the free slots again.
@@ -462,23 +480,21 @@ func (m *Manager) dispatch(ctx context.Context) {
 	defer turns.Wait()
 	for {
 		m.mu.Lock()
-		for len(m.queue) > 0 && len(m.active) < m.cfg.MaxConcurrent && ctx.Err() == nil {
-			id := m.queue[0]
-			m.queue = m.queue[1:]
+		for len(m.active) < m.cfg.MaxConcurrent && ctx.Err() == nil {
+			id, ok := m.nextQueued()
+			if !ok {
+				break
+			}
 			// Not derived from ctx: on shutdown the cause must be errShutdown.
 			turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-			a := &activeRun{cancel: cancel}
-			m.active[id] = a
+			m.active[id] = &activeRun{cancel: cancel}
 			turns.Add(1)
 			go func() {
 				defer turns.Done()
 				m.execute(turnCtx, id)
 				cancel(nil)
 				m.mu.Lock()
-				// A follow-up may have started the run's next turn already.
-				if m.active[id] == a {
-					delete(m.active, id)
-				}
+				delete(m.active, id)
 				m.mu.Unlock()
 				m.wakeUp()
 			}()

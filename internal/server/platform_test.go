@@ -248,7 +248,8 @@ func TestInterruptAndConversation(t *testing.T) {
 trap 'echo got SIGINT; exit 130' INT
 echo working
 while :; do sleep 0.05; done`)
-	id := createRun(t, h, map[string]any{"prompt": "work until stopped"})
+	// (An idle timeout of a minute bounds the test if the interrupt is lost.)
+	id := createRun(t, h, map[string]any{"prompt": "work until stopped", "config": map[string]any{"idle_timeout_minutes": 1}})
 	waitState(t, h, id, "INPROGRESS")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if m := getRun(t, h, id); m["status_message"] != nil || time.Now().After(deadline) {
@@ -256,7 +257,8 @@ while :; do sleep 0.05; done`)
 		}
 	}
 	if status, b := call(t, h, "POST", "/v1/agent/runs/"+id+"/interrupt", nil); status != 202 {
-		t.Fatalf("interrupt: %d %s", status, b)
+		_, timeline := call(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil)
+		t.Fatalf("interrupt: %d %s\nrun %v\ntimeline %s", status, b, getRun(t, h, id), timeline)
 	}
 	run := waitState(t, h, id, "BLOCKED")
 	if run["finished_at"] != nil {
