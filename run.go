@@ -150,10 +150,7 @@ func (r *Run) Conversation() string {
 	if r.ConversationID != "" {
 		return r.ConversationID
 	}
-	h := sha256.Sum256([]byte("conversation\x00" + r.ID))
-	h[6] = h[6]&0x0f | 0x50
-	h[8] = h[8]&0x3f | 0x80
-	return formatUUID([16]byte(h[:16]))
+	return derivedUUID("conversation\x00" + r.ID)
 }
 
 // Executor is who executes runs here: this server, as a service account.
@@ -412,7 +409,13 @@ var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "pl
 // it is the same at every read: the SHA-256 of both, as a version 5
 // style UUID.
 func eventUUID(runID string, seq int) string {
-	h := sha256.Sum256([]byte(runID + "\x00" + strconv.Itoa(seq)))
+	return derivedUUID(runID + "\x00" + strconv.Itoa(seq))
+}
+
+// derivedUUID is the UUID a string always gives: its SHA-256, with the
+// bits of a version 5 UUID.
+func derivedUUID(s string) string {
+	h := sha256.Sum256([]byte(s))
 	h[6] = h[6]&0x0f | 0x50
 	h[8] = h[8]&0x3f | 0x80
 	return formatUUID([16]byte(h[:16]))
