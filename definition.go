@@ -2,6 +2,7 @@ package factory
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type WebhookSpec struct {
 	SecretName       string `json:"secretName,omitempty"`
 	DeliveryIDHeader string `json:"deliveryIdHeader,omitempty"`
 	Enabled          bool   `json:"enabled"`
+	// EventSource (extension) names the provider whose events the webhook
+	// carries; "" follows the signature scheme.
+	EventSource string `json:"eventSource,omitempty"`
 }
 
 // GeneratesSecret reports whether the service generates this webhook's
@@ -38,34 +42,73 @@ type AutomationSpec struct {
 	Triggers []Trigger       `json:"triggers"`
 	Config   json.RawMessage `json:"config,omitempty"` // AmbientAgentConfig, canonical JSON
 	Prompt   string          `json:"prompt"`
+	// Agent names the agent that runs it ("" is the foreman, or no agent
+	// in a factory without agents); Exec overrides the agent's settings.
+	Agent string        `json:"agent,omitempty"`
+	Exec  *ExecSettings `json:"exec,omitempty"`
 }
 
-// Trigger providers. Only webhook triggers fire today; the others are
-// named so that the trigger type can be written for all of them.
+// Trigger providers (docs/spec/triggers.md). Webhook triggers fire
+// today; the others validate, and fire as their sources are built.
 const (
 	ProviderWebhook  = "webhook"
 	ProviderSchedule = "schedule"
+	ProviderGitHub   = "github"
+	ProviderGitLab   = "gitlab"
+	ProviderLinear   = "linear"
+	ProviderSlack    = "slack"
+	ProviderJira     = "jira"
+	ProviderFactory  = "factory"
 )
 
 // Trigger starts a run when an event of its provider matches it: for the
 // webhook provider, a delivery of a selected webhook whose payload matches
 // the payload filter.
 type Trigger struct {
-	Provider string        `json:"provider"`
-	Event    string        `json:"event"`
-	Filter   TriggerFilter `json:"filter"`
+	Provider string           `json:"provider"`
+	Event    string           `json:"event"`
+	Filter   TriggerFilter    `json:"filter"`
+	Schedule *TriggerSchedule `json:"schedule,omitempty"`
 }
 
-// TriggerFilter selects webhooks by UID and deliveries by payload.
+// TriggerFilter selects webhooks by UID, events by the provider's filter
+// keys, and deliveries by payload.
 type TriggerFilter struct {
-	WebhookIDs []string        `json:"webhook_ids"`
-	Payload    json.RawMessage `json:"payload,omitempty"` // canonical JSON
+	WebhookIDs []string            `json:"webhook_ids"`
+	Keys       map[string]ValueSet `json:"keys,omitempty"`
+	Payload    json.RawMessage     `json:"payload,omitempty"` // canonical JSON
 }
 
-// Settings is what the optional factory.yaml says.
+// ValueSet is one filter key's values: a list (any of) is In.
+type ValueSet struct {
+	In    []string `json:"in,omitempty"`
+	NotIn []string `json:"not_in,omitempty"`
+}
+
+// TriggerSchedule is a schedule trigger's cron, in UTC.
+type TriggerSchedule struct {
+	Name string `json:"name,omitempty"`
+	Cron string `json:"cron"`
+}
+
+// Settings is what factory.yaml says: optional in the flat layout, where
+// only description and webhookBaseUrl are used; the v1alpha1 format's
+// keys otherwise (docs/spec/v1alpha1.md). Keys whose meaning this server
+// only keeps and shows are canonical JSON.
 type Settings struct {
-	Description    string `json:"description,omitempty"`
-	WebhookBaseURL string `json:"webhookBaseUrl,omitempty"`
+	SchemaVersion      string          `json:"schemaVersion,omitempty"`
+	Name               string          `json:"name,omitempty"`
+	Description        string          `json:"description,omitempty"`
+	Alias              string          `json:"alias,omitempty"`
+	CredentialStrategy string          `json:"credentialStrategy,omitempty"`
+	Repositories       []Repository    `json:"repositories,omitempty"`
+	Secrets            []string        `json:"secrets,omitempty"`
+	MCPServers         json.RawMessage `json:"mcpServers,omitempty"`
+	CloudProviders     json.RawMessage `json:"cloudProviders,omitempty"`
+	Integrations       json.RawMessage `json:"integrations,omitempty"`
+	CodeForges         []string        `json:"codeForges,omitempty"`
+	AgentDefaults      *ExecSettings   `json:"agentDefaults,omitempty"`
+	WebhookBaseURL     string          `json:"webhookBaseUrl,omitempty"`
 }
 
 // Factory is the sync status and identity of one factory, in the manner of
@@ -122,6 +165,7 @@ type Automation struct {
 	Factory   string         `json:"factory"`
 	Key       string         `json:"key"`
 	UID       string         `json:"uid"`
+	File      string         `json:"file,omitempty"`
 	Spec      AutomationSpec `json:"spec"`
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
@@ -145,4 +189,19 @@ type WebhookRef struct {
 	Factory string `json:"factory"`
 	Key     string `json:"key"`
 	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// CredentialHeader reports whether a request header carries a credential:
+// Authorization, Proxy-Authorization, Cookie, or one of the signature
+// headers of the supported schemes. Such a header may not name a delivery's
+// identity (docs/spec/v1alpha1.md), which is stored and shown.
+func CredentialHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "proxy-authorization", "cookie",
+		"x-hub-signature", "x-hub-signature-256", "x-gitlab-token", "x-slack-signature", "linear-signature",
+		"stripe-signature", "x-shopify-hmac-sha256", "webhook-signature", "svix-signature",
+		"x-pagerduty-signature", "sentry-hook-signature", "x-vercel-signature":
+		return true
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -127,8 +128,8 @@ func BuildStatus(f *Factory, whs []*Webhook, aus []*Automation, publicURL string
 // FactoryObject is a factory as the current SDKs read it (GET
 // /v1/factory/{uid}): the product's fields, with this server's status
 // beside them. Fields this server's factory format does not set yet
-// (repositories, integrations, agent defaults, model) are present and
-// empty.
+// (repositories, integrations, agent defaults, model: a flat-layout
+// factory) are present and empty.
 type FactoryObject struct {
 	UID                string         `json:"uid"`
 	Name               string         `json:"name"`
@@ -164,6 +165,28 @@ func (f *Factory) Object() FactoryObject {
 	if !f.SyncedAt.IsZero() {
 		t := f.SyncedAt
 		o.SyncedAt = &t
+	}
+	st := &f.Settings
+	if st.Alias != "" {
+		o.Alias = st.Alias
+	}
+	if st.Repositories != nil {
+		o.Repositories = st.Repositories
+	}
+	if len(st.Integrations) > 0 {
+		_ = json.Unmarshal(st.Integrations, &o.Integrations)
+	}
+	o.CredentialStrategy = st.CredentialStrategy
+	if st.SchemaVersion != "" && o.CredentialStrategy == "" {
+		o.CredentialStrategy = "EXECUTOR"
+	}
+	if d := st.AgentDefaults; d != nil {
+		if b, err := json.Marshal(d); err == nil {
+			_ = json.Unmarshal(b, &o.AgentDefaults)
+		}
+		if h := d.EffectiveHarness(); h != nil {
+			o.DefaultModel = h.Model
+		}
 	}
 	return o
 }

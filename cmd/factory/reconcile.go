@@ -23,7 +23,7 @@ import (
 type reconcileOpts struct {
 	source, ref, name, output string
 	dryRun, detailedExitCode  bool
-	failOnWarnings            bool
+	failOnWarnings, strict    bool
 	pathPrefix                string
 	prefixSet                 bool
 }
@@ -52,10 +52,16 @@ is an error, and add --fail-on-warnings so that nothing it could not check passe
 With --output github, file paths are relative to the git repository's root (found from
 the source directory), so annotations land on the right files; --path-prefix overrides.
 
+--strict checks portability to the product: each use of this project's extensions to the
+v1alpha1 format (the flat automations/<name>.md layout, title and config, generated
+webhook secrets, the extra signature schemes, webhookBaseUrl, eventSource, MCP servers by
+command or url, a tree without schemaVersion) is an error (docs/definitions.md).
+
 Exit codes: 0 valid; 1 invalid definitions or any error (with --fail-on-warnings, any
 warning too); with --detailed-exitcode, 2 when valid and there are changes.`,
 		Example: `  factory reconcile --dry-run --source . --output github   # in a pull-request check
   factory reconcile --dry-run --source examples/factory --server "$FACTORY_SERVER" --fail-on-warnings
+  factory reconcile --dry-run --source examples/v1alpha1 --strict   # stays portable to the product
   factory reconcile --source examples/factory --name example`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +76,7 @@ warning too); with --detailed-exitcode, 2 when valid and there are changes.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print the plan; write nothing")
 	f.BoolVar(&o.detailedExitCode, "detailed-exitcode", false, "exit 2 when the revision is valid and has changes")
 	f.BoolVar(&o.failOnWarnings, "fail-on-warnings", false, "exit 1 when there is any warning (references that could not be checked included)")
+	f.BoolVar(&o.strict, "strict", false, "report each use of this project's extensions to the v1alpha1 format as an error")
 	f.StringVar(&o.pathPrefix, "path-prefix", "", "prefix of the file paths in annotations (default: the source's path within its git repository)")
 	_ = cmd.MarkFlagRequired("source")
 	outputFlag(cmd, &o.output, "text", "json", "github")
@@ -128,6 +135,19 @@ func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
 	if err != nil {
 		return err
 	}
+	if o.strict {
+		// Refuse before applying: a strict apply applies a portable tree only.
+		c, err := reconciler.Check(cmd.Context(), src, name, ap.Store)
+		if err != nil {
+			ap.Store.Close()
+			return err
+		}
+		if len(c.Plan.Extensions) > 0 {
+			ap.Store.Close()
+			strictPlan(c.Plan)
+			return a.report(o, c.Plan, false)
+		}
+	}
 	defer ap.Store.Close()
 	s := ap.Store
 	c, _, err := ap.Sync(cmd.Context(), name, src)
@@ -173,6 +193,9 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 	if err != nil {
 		return err
 	}
+	if o.strict {
+		strictPlan(c.Plan)
+	}
 	var impacts []reconciler.Impact
 	if v != nil && c.Plan.Valid() {
 		// What the changed filters would have done to recent deliveries.
@@ -181,6 +204,12 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 		}
 	}
 	return a.report(o, c.Plan, true, impacts...)
+}
+
+// strictPlan makes each use of an extension one of the plan's errors.
+func strictPlan(p *reconciler.Plan) {
+	p.Diagnostics = append(p.Diagnostics, p.Extensions...)
+	p.Diagnostics.Sort()
 }
 
 func fillUIDs(p *reconciler.Plan, st *factory.State) {
@@ -194,6 +223,9 @@ func fillUIDs(p *reconciler.Plan, st *factory.State) {
 		}
 		if c.Kind == reconciler.KindAutomation && st.Automations[c.Name] != nil {
 			uid = st.Automations[c.Name].UID
+		}
+		if r := st.Resource(c.Kind, c.Name); r != nil {
+			uid = r.UID
 		}
 		if uid != "" {
 			p.Changes[i].UID = &uid
@@ -338,6 +370,18 @@ func escapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
 
+// kindWidth is the width of the plan's kind column: 10, or the longest
+// kind the plan names.
+func kindWidth(p *reconciler.Plan) int {
+	w := 10
+	for _, c := range p.Changes {
+		if c.Action != reconciler.ActionNoop {
+			w = max(w, len(c.Kind))
+		}
+	}
+	return w
+}
+
 // printPlan writes the terraform-like plan.
 func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
 	what := "Applied factory %s at revision %s"
@@ -385,7 +429,7 @@ func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
 		if c.UID != nil {
 			uid = *c.UID
 		}
-		line := fmt.Sprintf("  %s %-10s %-24s %s", sign, c.Kind, c.Name, uid)
+		line := fmt.Sprintf("  %s %-*s %-24s %s", sign, kindWidth(p), c.Kind, c.Name, uid)
 		if len(c.Keys) > 0 {
 			line += "  (" + strings.Join(c.Keys, ", ") + ")"
 		}

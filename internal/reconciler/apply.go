@@ -52,6 +52,7 @@ func (a *Applier) Apply(p *Plan, d *Desired, cur *factory.State, source string) 
 		return err
 	}
 	w.automations()
+	w.resources()
 	if err := w.b.Commit(); err != nil {
 		return fmt.Errorf("apply %s@%s: %w", p.Factory, d.Revision, err)
 	}
@@ -142,12 +143,40 @@ func (w *planWriter) automations() {
 			cp := *rec
 			rec = &cp
 		}
-		rec.Spec, rec.UpdatedAt = au.AutomationSpec, w.now
+		rec.Spec, rec.UpdatedAt, rec.File = au.AutomationSpec, w.now, au.Doc.File
 		w.b.PutAutomation(rec)
 	}
 	for _, c := range p.Changes {
 		if c.Kind == KindAutomation && c.Action == ActionDelete {
 			w.b.DeleteAutomation(cur.Automations[c.Name])
+		}
+	}
+}
+
+// resources writes created, updated and deleted agents, runners, skills,
+// scorers and benchmark suites. Each gets its UID when it first applies.
+func (w *planWriter) resources() {
+	p, cur := w.p, w.cur
+	for _, kind := range factory.ResourceKinds {
+		for _, r := range w.d.Resources[kind] {
+			if w.action[kind+"/"+r.Key] == ActionNoop {
+				continue
+			}
+			rec := w.d.Record(kind, r)
+			rec.Factory, rec.UpdatedAt = p.Factory, w.now
+			if old := cur.Resource(kind, r.Key); old != nil {
+				rec.UID, rec.CreatedAt = old.UID, old.CreatedAt
+			} else {
+				rec.UID, rec.CreatedAt = factory.NewUID(factory.ResourcePrefix(kind)), w.now
+			}
+			w.b.PutResource(rec)
+		}
+	}
+	for _, c := range p.Changes {
+		if c.Action == ActionDelete {
+			if old := cur.Resource(c.Kind, c.Name); old != nil {
+				w.b.DeleteResource(old)
+			}
 		}
 	}
 }

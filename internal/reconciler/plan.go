@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -52,6 +53,9 @@ type Plan struct {
 	SettingsChanged []string
 	Changes         []Change
 	Diagnostics     schema.Diagnostics
+	// Extensions are the uses of this project's extensions to the v1alpha1
+	// format, as errors that --strict adds to Diagnostics.
+	Extensions schema.Diagnostics
 }
 
 // Valid reports whether the revision can be applied.
@@ -104,6 +108,7 @@ var planSteps = []struct {
 	{"endpoints", (*planner).endpoints},
 	{"webhooks", (*planner).webhooks},
 	{"automations", (*planner).automations},
+	{"resources", (*planner).resources},
 	{"selectors", (*planner).selectorsOf},
 	{"renames", (*planner).renames},
 }
@@ -132,12 +137,30 @@ func (pl *planner) settings() {
 	if cur.Factory == nil {
 		return
 	}
-	if cur.Factory.Settings.Description != pl.d.Settings.Description {
-		p.SettingsChanged = append(p.SettingsChanged, "description")
+	p.SettingsChanged = changedKeys(&cur.Factory.Settings, &pl.d.Settings)
+}
+
+// changedKeys lists the top-level JSON keys whose values differ between
+// two records, in key order.
+func changedKeys(old, cur any) []string {
+	var a, b map[string]json.RawMessage
+	x, _ := json.Marshal(old)
+	y, _ := json.Marshal(cur)
+	_ = json.Unmarshal(x, &a)
+	_ = json.Unmarshal(y, &b)
+	var keys []string
+	for k, v := range b {
+		if !bytes.Equal(a[k], v) {
+			keys = append(keys, k)
+		}
 	}
-	if cur.Factory.Settings.WebhookBaseURL != pl.d.Settings.WebhookBaseURL {
-		p.SettingsChanged = append(p.SettingsChanged, "webhookBaseUrl")
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
+	sort.Strings(keys)
+	return keys
 }
 
 // endpoints finds which UIDs will answer after this revision, and which
@@ -214,15 +237,18 @@ func (pl *planner) automations() {
 			uid := old.UID
 			c.UID = &uid
 			c.Keys = automationDiff(&old.Spec, &a.AutomationSpec)
+			if automationFile(old) != a.Doc.File {
+				c.Keys = append(c.Keys, "file")
+			}
 			c.Action = updateOrNoop(c.Keys)
 		}
 		p.Changes = append(p.Changes, c)
 	}
 	for _, old := range cur.SortedAutomations() {
-		if !desired[old.Key] && !pl.broken(factory.AutomationFile(old.Key)) {
+		if !desired[old.Key] && !pl.d.BrokenNames[KindAutomation+"/"+old.Key] {
 			uid := old.UID
 			p.Changes = append(p.Changes, Change{Action: ActionDelete, Kind: KindAutomation, Name: old.Key, UID: &uid,
-				File: factory.AutomationFile(old.Key), Keys: []string{}})
+				File: automationFile(old), Keys: []string{}})
 		}
 	}
 }
@@ -357,7 +383,17 @@ func automationDiff(old, a *factory.AutomationSpec) []string {
 	add("triggers", !triggersEqual(old.Triggers, a.Triggers))
 	add("config", !bytes.Equal(old.Config, a.Config))
 	add("prompt", old.Prompt != a.Prompt)
+	add("agent", old.Agent != a.Agent)
+	add("execution", !jsonEqual(old.Exec, a.Exec))
 	return keys
+}
+
+// jsonEqual compares two values by their JSON, for settings whose meaning
+// is their content.
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }
 
 // triggersEqual compares triggers field by field; filters are canonical
@@ -369,7 +405,8 @@ func triggersEqual(a, b []schema.Trigger) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		if x.Provider != y.Provider || x.Event != y.Event || !bytes.Equal(x.Filter.Payload, y.Filter.Payload) ||
-			!slices.Equal(x.Filter.WebhookIDs, y.Filter.WebhookIDs) {
+			!slices.Equal(x.Filter.WebhookIDs, y.Filter.WebhookIDs) || !jsonEqual(x.Filter.Keys, y.Filter.Keys) ||
+			!jsonEqual(x.Schedule, y.Schedule) {
 			return false
 		}
 	}
@@ -381,4 +418,14 @@ func triggersEqual(a, b []schema.Trigger) bool {
 func sameEndpoint(a, b *factory.WebhookSpec) bool {
 	return a.AuthMode == b.AuthMode && a.SignatureScheme == b.SignatureScheme &&
 		a.SecretName == b.SecretName && a.DeliveryIDHeader == b.DeliveryIDHeader
+}
+
+// automationFile is where an applied automation was defined: the file it
+// was last read from, or the flat layout's path for a record that
+// predates that.
+func automationFile(a *factory.Automation) string {
+	if a.File != "" {
+		return a.File
+	}
+	return factory.AutomationFile(a.Key)
 }

@@ -41,6 +41,7 @@ func check(ctx context.Context, l *Loader, src Source, name string, st StateRead
 	desired, ds := l.Load(snap)
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
+	p.Extensions = desired.Extensions
 	p.Diagnostics.Sort()
 	c := &Checked{Plan: p, State: cur}
 	if p.Valid() {

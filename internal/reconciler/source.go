@@ -23,11 +23,13 @@ import (
 )
 
 // Snapshot is one revision of a factory repository: the files that matter
-// (factory.yaml, webhooks/*, automations/*), by slash-separated path, and
-// the problems the source found while reading them.
+// (factory.yaml and everything in the known folders), by slash-separated
+// path, the other top-level folders (the loader judges them), and the
+// problems the source found while reading.
 type Snapshot struct {
 	Revision    string
 	Files       map[string][]byte
+	OtherDirs   []string
 	Diagnostics schema.Diagnostics
 }
 
@@ -85,9 +87,11 @@ func (d DirSource) String() string {
 	return d.Root
 }
 
-// Fetch reads factory.yaml, webhooks/ and automations/. Everything else in
-// the directory is ignored, as in a git repository with other content. A
-// symlink is followed only while it stays inside the directory.
+// Fetch reads factory.yaml and every file in the known folders (see
+// factory.KnownDirs), to any depth up to factory.MaxTreeDepth. Other files
+// at the root are ignored, as in a git repository with other content; other
+// top-level folders are listed for the loader. A symlink is followed only
+// while it stays inside the directory.
 func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
 	root, err := filepath.Abs(d.Root)
 	if err != nil {
@@ -102,12 +106,24 @@ func (d DirSource) Fetch(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{Files: map[string][]byte{}}
 	r := dirReader{root: root, snap: snap, budget: &Budget{}}
 	r.file(factory.SettingsFile, true)
-	for _, dir := range factory.DefinitionDirs {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("read factory source %s: %w", d.Root, err)
+	}
+	var names []string
+	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.dir(dir.Dir)
+		switch n := e.Name(); {
+		case strings.HasPrefix(n, "."):
+		case factory.IsKnownDir(n):
+			names = r.list(n, 1, names)
+		case e.IsDir():
+			snap.OtherDirs = append(snap.OtherDirs, n)
+		}
 	}
+	r.readAll(names)
 	snap.Revision = "sha256:" + contentDigest(snap.Files)[:12]
 	return snap, nil
 }
@@ -131,34 +147,49 @@ func (r *dirReader) inside(rel string) (string, bool) {
 	return real, real == r.root || strings.HasPrefix(real, r.root+string(filepath.Separator))
 }
 
-func (r *dirReader) dir(rel string) {
-	fi, err := os.Lstat(filepath.Join(r.root, rel))
-	if os.IsNotExist(err) {
-		return
-	}
+// list appends the files under rel, a folder depth levels below the root,
+// to names; reading them is readAll's.
+func (r *dirReader) list(rel string, depth int, names []string) []string {
+	full := filepath.Join(r.root, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
 	if err != nil {
 		r.problem(rel, err.Error())
-		return
+		return names
 	}
 	if fi.Mode()&os.ModeSymlink != 0 {
-		if _, ok := r.inside(rel); !ok {
+		real, ok := r.inside(rel)
+		if !ok {
 			r.problem(rel, "symlink leads outside the repository")
-			return
+			return names
+		}
+		if fi, err = os.Stat(real); err != nil {
+			r.problem(rel, err.Error())
+			return names
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(r.root, rel))
+	if !fi.IsDir() {
+		return append(names, rel)
+	}
+	if depth > factory.MaxTreeDepth {
+		r.problem(rel, fmt.Sprintf("folders nest deeper than %d levels here; nothing below is read", factory.MaxTreeDepth))
+		return names
+	}
+	entries, err := os.ReadDir(full)
 	if err != nil {
 		r.problem(rel, fmt.Sprintf("cannot read directory: %v", err))
-		return
+		return names
 	}
-	var names []string
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), ".") { // .gitkeep and editors' swap files
-			names = append(names, rel+"/"+e.Name())
+			names = r.list(rel+"/"+e.Name(), depth+1, names)
 		}
 	}
-	// A factory can hold a thousand files: read them on every core, each
-	// into its own reader, and merge in name order.
+	return names
+}
+
+// readAll reads the listed files. A factory can hold a thousand files:
+// read them on every core, each into its own reader, and merge in order.
+func (r *dirReader) readAll(names []string) {
 	workers := min(2*runtime.GOMAXPROCS(0), len(names))
 	parts := make([]dirReader, len(names))
 	var wg sync.WaitGroup
@@ -211,7 +242,7 @@ func (r *dirReader) file(rel string, optional bool) {
 		full = real
 	}
 	if fi.IsDir() {
-		r.problem(rel, "unexpected directory: definitions live directly in webhooks/ and automations/")
+		r.problem(rel, "factory.yaml must be a file")
 		return
 	}
 	if !fi.Mode().IsRegular() {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"factory"
@@ -39,6 +40,10 @@ func ParseWebhook(file, key string, data []byte) (*Webhook, Diagnostics) {
 	}
 	w := webhookFrom(v.(map[string]any))
 	w.Key, w.Doc = key, doc
+	if h := w.DeliveryIDHeader; h != "" && factory.CredentialHeader(h) {
+		return nil, append(ds, doc.Diag(Error, "/deliveryIdHeader", fmt.Sprintf(
+			"%s carries a credential: a delivery's identity is kept and shown, so it must not be a credential header (Authorization, Proxy-Authorization, Cookie, or a signature header)", h)))
+	}
 	if w.Name == "" {
 		w.Name = key
 	}
@@ -83,12 +88,29 @@ func ParseAutomation(file, key string, data []byte) (*Automation, Diagnostics) {
 
 // ParseFactoryFile decodes and validates factory.yaml.
 func ParseFactoryFile(file string, data []byte) (*FactoryFile, Diagnostics) {
-	v, _, ds := parse(file, data, 0, KindFactory)
+	f, _, ds := ParseFactoryDocument(file, data)
+	return f, ds
+}
+
+// ParseFactoryDocument is ParseFactoryFile that also returns the document,
+// for checks across files that point into factory.yaml.
+func ParseFactoryDocument(file string, data []byte) (*FactoryFile, *Document, Diagnostics) {
+	f, doc, ds := parseFactory(file, data)
+	return f, doc, ds
+}
+
+func parseFactory(file string, data []byte) (*FactoryFile, *Document, Diagnostics) {
+	v, doc, ds := parse(file, data, 0, KindFactory)
 	if ds.HasErrors() {
-		return nil, ds
+		return nil, doc, ds
 	}
 	m := v.(map[string]any)
-	return &FactoryFile{Description: str(m, "description"), WebhookBaseURL: strings.TrimRight(str(m, "webhookBaseUrl"), "/")}, ds
+	f := &FactoryFile{}
+	if err := json.Unmarshal(canonical(m), f); err != nil {
+		return nil, doc, Diagnostics{{File: file, Line: 1, Column: 1, Message: err.Error(), Severity: Error}}
+	}
+	f.WebhookBaseURL = strings.TrimRight(f.WebhookBaseURL, "/")
+	return f, doc, ds
 }
 
 // ValidateDocument decodes YAML and validates it against an embedded schema,

@@ -142,3 +142,10 @@ func ParseDocument(file string, data []byte) (*Document, error) {
 	}
 	return &Document{File: file, root: &root, lines: countLines(data)}, nil
 }
+
+// Has reports whether the mapping key a pointer ends with is in the
+// document.
+func (d *Document) Has(pointer string) bool {
+	_, key := d.walk(pointer)
+	return key != nil && key.Value == pointer[strings.LastIndex(pointer, "/")+1:]
+}

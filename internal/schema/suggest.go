@@ -145,3 +145,7 @@ func yamlHint(msg string) string {
 	}
 	return ""
 }
+
+// DidYouMean is didYouMean for checks made outside this package (a name
+// that names nothing, an unknown folder): "; did you mean "x"?" or "".
+func DidYouMean(got string, candidates []string) string { return didYouMean(got, candidates) }

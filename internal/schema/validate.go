@@ -30,10 +30,21 @@ const (
 	KindFilter     Kind = "filter"
 	KindFactory    Kind = "factory"
 	KindServer     Kind = "server"
+	KindAgent      Kind = "agent"
+	KindRunner     Kind = "runner"
+	KindScorer     Kind = "scorer"
+	KindSuite      Kind = "benchmark_suite"
+	KindTask       Kind = "benchmark_suite_task"
+	KindCommon     Kind = "common"
 )
 
 // Kinds lists the embedded schemas in the order `factory schema` prints them.
-var Kinds = []Kind{KindWebhook, KindAutomation, KindConfig, KindFilter, KindFactory, KindServer}
+var Kinds = []Kind{KindFactory, KindAgent, KindAutomation, KindRunner, KindScorer, KindWebhook, KindSuite, KindTask, KindCommon,
+	KindConfig, KindFilter, KindServer}
+
+// V1Alpha1 lists the nine documents of the v1alpha1 format
+// (docs/spec/v1alpha1.md), as the schemas endpoint serves them.
+var V1Alpha1 = []Kind{KindFactory, KindAgent, KindAutomation, KindRunner, KindScorer, KindWebhook, KindSuite, KindTask, KindCommon}
 
 const baseURL = "https://factory.invalid/schemas/"
 
@@ -154,16 +165,20 @@ func names(msg string) []string {
 // hints replaces the library's message for specific keywords of our schemas
 // with one that says what to write. Keyed by the end of the keyword location.
 var hints = map[string]string{
-	"/properties/signatureScheme/enum":         "must be one of standard-webhooks, stripe, github, slack, shopify, linear, gitlab",
+	"/properties/signatureScheme/enum":         "must be one of github, pagerduty, sentry, standard_webhooks, stripe, vercel (extensions: slack, shopify, linear, gitlab, standard-webhooks)",
 	"/else/properties/signatureScheme":         "signatureScheme is allowed only with authMode: signature",
 	"/properties/secretName/pattern":           "must be a secret name: a letter or digit, then letters, digits, '.', '_' or '-' (at most 128)",
 	"/properties/deliveryIdHeader/pattern":     "must be an HTTP header name, such as X-Event-Id",
-	"/properties/webhook_ids/items/pattern":    "must be a webhook UID such as wh_5f3k9x2m7q1z8c4v6b0n (factory status shows them), not a file name",
+	"/webhookIdList/items/pattern":             "must be a webhook UID such as wh_5f3k9x2m7q1z8c4v6b0n (factory status shows them), not a file name",
 	"/properties/webhookBaseUrl/pattern":       "must be an http(s) URL with no query or fragment, such as https://hooks.example.com",
 	"/properties/skill_spec/pattern":           "must be <owner>/<repo>:<skill-name> or <owner>/<repo>:<path>/SKILL.md",
 	"/properties/environment_id/pattern":       "must be an environment name: letters, digits, '.', '_' or '-'",
-	"/properties/provider/enum":                "must be webhook (the only trigger provider)",
-	"/properties/event/enum":                   "must be received (the only webhook event)",
+	"/properties/provider/enum":                "must be one of webhook, schedule, github, gitlab, linear, slack, jira, factory",
+	"/else/properties/schedule":                "schedule is allowed only with provider: schedule",
+	"/properties/alias/pattern":                "must be at most 60 letters, digits, spaces, '.', '_' or '-'",
+	"/properties/projectNumber/pattern":        "must be the project number as a quoted string of digits, such as \"123456789012\"",
+	"/startingRepoRefs/items/pattern":          "must be github.com:OWNER/REPO@<40-hex commit> or gitlab.com:GROUP/PROJECT@<40-hex commit>",
+	"/$defs/name/pattern":                      "must be a name: letters, digits, '.', '_' or '-', at most 63, starting with a letter or digit",
 	"/$defs/mcpServer/oneOf":                   "an MCP server has exactly one of command (with args, env) or url (with headers)",
 	"/factories/items/properties/name/pattern": "must be a factory name: lowercase letters, digits and '-', at most 63",
 	"/properties/interval/pattern":             "must be a duration such as 30s, 1m or 1h30m",

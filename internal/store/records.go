@@ -16,6 +16,7 @@ const (
 	webhookUIDPrefix     = "webhook-uid/"     // webhook-uid/<uid> → WebhookRef
 	webhookPinPrefix     = "webhook-pin/"     // webhook-pin/<factory>/<key> → uid
 	automationPrefix     = "automation/"      // automation/<factory>/<key>
+	resourcePrefix       = "resource/"        // resource/<factory>/<kind>/<key>
 	secretPrefix         = "secret/"          // secret/<name>
 	secretValuePrefix    = "secret-value/"    // secret-value/<name>/<version>
 	apiKeyPrefix         = "apikey/"          // apikey/<sha256 of the key>
@@ -25,8 +26,7 @@ const (
 // FactoryState reads the state of one factory. A factory that was never
 // applied has a State with a nil Factory and no webhooks.
 func (s *Store) FactoryState(name string) (*factory.State, error) {
-	st := &factory.State{Webhooks: map[string]*factory.Webhook{}, Automations: map[string]*factory.Automation{},
-		Pins: map[string]string{}, Secrets: map[string]*factory.Secret{}}
+	st := factory.NewState()
 	f := &factory.Factory{}
 	switch err := s.getJSON(factoryPrefix+name, f); {
 	case err == nil:
@@ -50,6 +50,13 @@ func (s *Store) FactoryState(name string) (*factory.State, error) {
 	}
 	for _, a := range aus {
 		st.Automations[a.Key] = a
+	}
+	res, err := s.Resources(name, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		st.AddResource(r)
 	}
 	err = s.scan(webhookPinPrefix+name+"/", func(key string, v []byte) error {
 		st.Pins[key[len(webhookPinPrefix+name+"/"):]] = string(v)
@@ -169,6 +176,30 @@ func (b *Batch) PutAutomation(a *factory.Automation) {
 func (b *Batch) DeleteAutomation(a *factory.Automation) {
 	b.delete(automationPrefix + a.Factory + "/" + a.Key)
 }
+
+// Resources lists a factory's resources of one kind ("" for every kind),
+// by kind and key.
+func (s *Store) Resources(fac, kind string) ([]*factory.Resource, error) {
+	prefix := resourcePrefix + fac + "/"
+	if kind != "" {
+		prefix += kind + "/"
+	}
+	return scanJSON[factory.Resource](s, prefix)
+}
+
+// Resource reads one resource.
+func (s *Store) Resource(fac, kind, key string) (*factory.Resource, error) {
+	r := &factory.Resource{}
+	return r, s.getJSON(resourceKey(fac, kind, key), r)
+}
+
+func resourceKey(fac, kind, key string) string { return resourcePrefix + fac + "/" + kind + "/" + key }
+
+// PutResource writes a resource.
+func (b *Batch) PutResource(r *factory.Resource) { b.putJSON(resourceKey(r.Factory, r.Kind, r.Key), r) }
+
+// DeleteResource removes a resource.
+func (b *Batch) DeleteResource(r *factory.Resource) { b.delete(resourceKey(r.Factory, r.Kind, r.Key)) }
 
 // PutSecret writes a secret's metadata and, when sealed is not nil, the
 // sealed value of its current version.

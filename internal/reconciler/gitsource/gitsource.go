@@ -10,7 +10,6 @@ package gitsource
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -251,8 +250,14 @@ func (s *Source) read(ctx context.Context, auth transport.AuthMethod, hash plumb
 	}
 	r := treeReader{repo: repo, tree: tree, snap: snap, budget: &reconciler.Budget{}}
 	r.file(factory.SettingsFile, true)
-	for _, dir := range factory.DefinitionDirs {
-		r.dir(dir.Dir)
+	for _, e := range tree.Entries {
+		switch {
+		case strings.HasPrefix(e.Name, "."):
+		case factory.IsKnownDir(e.Name):
+			r.dir(e.Name, 1)
+		case e.Mode == filemode.Dir:
+			snap.OtherDirs = append(snap.OtherDirs, e.Name)
+		}
 	}
 	return snap, nil
 }
@@ -268,17 +273,19 @@ func (r *treeReader) problem(rel, msg string) {
 	r.snap.Diagnostics = append(r.snap.Diagnostics, schema.Diagnostic{File: rel, Message: msg, Severity: schema.Error})
 }
 
-func (r *treeReader) dir(rel string) {
+// dir reads every file under rel, a folder depth levels below the root.
+func (r *treeReader) dir(rel string, depth int) {
 	entry, err := r.tree.FindEntry(rel)
-	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
-		return
-	}
 	if err != nil {
 		r.problem(rel, err.Error())
 		return
 	}
 	if entry.Mode != filemode.Dir {
-		r.problem(rel, "expected a directory")
+		r.file(rel, false)
+		return
+	}
+	if depth > factory.MaxTreeDepth {
+		r.problem(rel, fmt.Sprintf("folders nest deeper than %d levels here; nothing below is read", factory.MaxTreeDepth))
 		return
 	}
 	sub, err := r.tree.Tree(rel)
@@ -288,7 +295,7 @@ func (r *treeReader) dir(rel string) {
 	}
 	for _, e := range sub.Entries {
 		if !strings.HasPrefix(e.Name, ".") {
-			r.file(rel+"/"+e.Name, false)
+			r.dir(rel+"/"+e.Name, depth+1)
 		}
 	}
 }
@@ -321,7 +328,7 @@ func (r *treeReader) file(name string, optional bool) {
 			rel, optional = next, false
 			continue
 		case filemode.Dir:
-			r.problem(name, "unexpected directory: definitions live directly in webhooks/ and automations/")
+			r.problem(name, "not a file: a folder, or a symlink to one")
 			return
 		default:
 			r.problem(name, "not a regular file (a submodule?)")

@@ -10,25 +10,16 @@ package watch
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"factory"
 
 	"github.com/fsnotify/fsnotify"
 )
-
-// watched are the folders a factory is read from; the root is watched too,
-// so that factory.yaml and folders created later are seen.
-var watched = func() []string {
-	var dirs []string
-	for _, d := range factory.DefinitionDirs {
-		dirs = append(dirs, d.Dir)
-	}
-	return dirs
-}()
 
 // Dir watches root and sends on the returned channel once a burst of
 // changes has settled: after quiet of the debounce period, or at most
@@ -45,8 +36,8 @@ func Dir(ctx context.Context, root string, debounce time.Duration, log *slog.Log
 		w.Close()
 		return nil, err
 	}
-	for _, d := range watched {
-		addIfDir(w, filepath.Join(root, d))
+	for _, d := range factory.KnownDirs {
+		addTree(w, root, filepath.Join(root, d))
 	}
 	out := make(chan struct{}, 1)
 	maxWait := 10 * debounce
@@ -74,9 +65,9 @@ func Dir(ctx context.Context, root string, debounce time.Duration, log *slog.Log
 				if !ok {
 					return
 				}
-				// A watched folder created (or re-created) after start.
-				if ev.Has(fsnotify.Create) && filepath.Dir(ev.Name) == root {
-					addIfDir(w, ev.Name)
+				// A folder created (or re-created) after start.
+				if ev.Has(fsnotify.Create) {
+					addTree(w, root, ev.Name)
 				}
 				arm()
 			case err, ok := <-w.Errors:
@@ -99,13 +90,22 @@ func Dir(ctx context.Context, root string, debounce time.Duration, log *slog.Log
 	return out, nil
 }
 
-func addIfDir(w *fsnotify.Watcher, path string) {
-	base := filepath.Base(path)
-	for _, d := range watched {
-		if base == d {
-			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-				_ = w.Add(path) // adding twice is harmless
-			}
-		}
+// addTree watches path and every folder below it when path is a known
+// folder of the factory or lies inside one (the v1alpha1 layout nests
+// definitions: agents/<name>/agent.md). Dot-folders are skipped.
+func addTree(w *fsnotify.Watcher, root, path string) {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || !factory.IsKnownDir(strings.Split(filepath.ToSlash(rel), "/")[0]) {
+		return
 	}
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		_ = w.Add(p) // adding twice is harmless
+		return nil
+	})
 }

@@ -1,0 +1,366 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+
+	"factory"
+	"factory/internal/schema"
+	"factory/internal/trigger"
+)
+
+// crossFile checks the rules of docs/spec/v1alpha1.md that span files, each
+// reported at the line that breaks it: the foreman, the references between
+// files (agent, runner, scorer agents, a suite's agent and tasks, an agent's
+// skills), the execution settings (model or harness, never both), and each
+// trigger against its provider.
+func (d *Desired) crossFile() schema.Diagnostics {
+	c := &crossCheck{d: d, agents: names(d.Resources[factory.ResourceAgent]), runners: names(d.Resources[factory.ResourceRunner])}
+	c.settings()
+	c.foreman()
+	for _, a := range d.Resources[factory.ResourceAgent] {
+		c.exec(a.Doc, "", a.Value, "agent")
+	}
+	for _, a := range d.Automations {
+		c.automation(a)
+	}
+	c.runnersValid()
+	c.scorers()
+	c.suites()
+	c.skills()
+	return c.ds
+}
+
+type crossCheck struct {
+	d               *Desired
+	agents, runners []string
+	ds              schema.Diagnostics
+}
+
+func names(rs []*schema.Resource) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Key
+	}
+	return out
+}
+
+func has(list []string, s string) bool {
+	i := sort.SearchStrings(list, s)
+	return i < len(list) && list[i] == s
+}
+
+func (c *crossCheck) errorAt(doc *schema.Document, ptr, msg string) {
+	if doc == nil {
+		return
+	}
+	c.ds = append(c.ds, doc.Diag(schema.Error, ptr, msg))
+	c.d.markBroken(doc.File)
+}
+
+func (c *crossCheck) warnAt(doc *schema.Document, ptr, msg string) {
+	if doc != nil {
+		c.ds = append(c.ds, doc.Diag(schema.Warning, ptr, msg))
+	}
+}
+
+// settings checks factory.yaml's rules across keys, and that a v1alpha1
+// tree has its agents.
+func (c *crossCheck) settings() {
+	st, doc := &c.d.Settings, c.d.SettingsDoc
+	if st.AgentDefaults != nil {
+		c.execSettings(doc, "/agentDefaults", st.AgentDefaults, "agentDefaults")
+		if st.AgentDefaults.Model == "" && st.AgentDefaults.Harness == nil {
+			c.errorAt(doc, "/agentDefaults", "agentDefaults needs exactly one of model or harness")
+		}
+	}
+	var linear, jira bool
+	for _, t := range integrationTypes(st) {
+		linear, jira = linear || t == "linear", jira || t == "jira"
+	}
+	if linear && jira {
+		c.errorAt(doc, "/integrations", "linear and jira integrations exclude each other: keep one")
+	}
+	if c.d.V1Alpha1() && len(c.agents) == 0 {
+		c.errorAt(doc, "/schemaVersion", "a v1alpha1 factory needs at least one agent: agents/<name>/agent.md, one of them with agentType: FOREMAN")
+	}
+}
+
+// foreman checks that a factory with agents has exactly one foreman; two
+// are reported at both lines.
+func (c *crossCheck) foreman() {
+	var foremen []*schema.Resource
+	for _, a := range c.d.Resources[factory.ResourceAgent] {
+		if t := a.Str("agentType"); t == factory.AgentForeman || t == factory.AgentMain {
+			foremen = append(foremen, a)
+		}
+	}
+	switch {
+	case len(c.agents) == 0:
+	case len(foremen) == 0:
+		first := c.d.Resources[factory.ResourceAgent][0]
+		c.errorAt(first.Doc, "", fmt.Sprintf("no foreman: exactly one agent needs agentType: FOREMAN (agents: %s)", strings.Join(c.agents, ", ")))
+	case len(foremen) > 1:
+		for i, a := range foremen {
+			other := foremen[(i+1)%len(foremen)]
+			c.errorAt(a.Doc, "/agentType", fmt.Sprintf("two foremen: %s and %s both say agentType: %s; a factory has exactly one", a.Key, other.Key, a.Str("agentType")))
+		}
+	}
+}
+
+// exec checks the execution keys of one mapping (an agent's front matter,
+// an automation's, a suite configuration) at ptr.
+func (c *crossCheck) exec(doc *schema.Document, ptr string, m map[string]any, what string) {
+	if ex := schema.ExecFrom(m); ex != nil {
+		c.execSettings(doc, ptr, ex, what)
+	}
+}
+
+func (c *crossCheck) execSettings(doc *schema.Document, ptr string, ex *factory.ExecSettings, what string) {
+	if ex.Model != "" && ex.Harness != nil {
+		c.errorAt(doc, ptr+"/harness", fmt.Sprintf("%s sets both model and harness: model: X is shorthand for harness: {type: oz, model: X}; keep one", what))
+	}
+	if h := ex.Harness; h != nil && h.Type == factory.HarnessOz {
+		if h.Auth != nil {
+			c.errorAt(doc, ptr+"/harness/auth", "the oz harness takes no auth")
+		}
+		if h.ReasoningLevel != "" {
+			c.errorAt(doc, ptr+"/harness/reasoningLevel", "the oz harness takes no reasoningLevel")
+		}
+	}
+	if h := ex.Harness; h != nil && h.Auth != nil {
+		switch {
+		case h.Auth.Source == "managedSecret" && h.Auth.SecretName == "":
+			c.errorAt(doc, ptr+"/harness/auth", "auth with source managedSecret needs secretName")
+		case h.Auth.Source == "workerEnvironment" && h.Auth.SecretName != "":
+			c.errorAt(doc, ptr+"/harness/auth/secretName", "auth with source workerEnvironment takes no secretName: the worker's environment holds the credentials")
+		case h.Auth.Source == "workerEnvironment" && c.workerHost(ex) == "":
+			c.errorAt(doc, ptr+"/harness/auth/source", "auth from the workerEnvironment needs a workerHost that is not warp (a self-hosted worker)")
+		}
+	}
+	if ex.Runner != "" && !has(c.runners, ex.Runner) {
+		c.errorAt(doc, ptr+"/runner", fmt.Sprintf("runner %q names no runner: there is no runners/%s.yaml%s", ex.Runner, ex.Runner, listOrHint(ex.Runner, c.runners)))
+	}
+}
+
+// workerHost is the self-hosted worker an execution resolves to, "" for
+// the product's own (warp) or none.
+func (c *crossCheck) workerHost(ex *factory.ExecSettings) string {
+	host := ex.WorkerHost
+	if host == "" && c.d.Settings.AgentDefaults != nil {
+		host = c.d.Settings.AgentDefaults.WorkerHost
+	}
+	if host == "warp" {
+		return ""
+	}
+	return host
+}
+
+func listOrHint(got string, have []string) string {
+	if h := schema.DidYouMean(got, have); h != "" {
+		return h
+	}
+	if len(have) == 0 {
+		return " (there are none)"
+	}
+	return " (have: " + strings.Join(have, ", ") + ")"
+}
+
+// automation checks an automation's agent, execution keys and triggers.
+func (c *crossCheck) automation(a *schema.Automation) {
+	if a.Agent != "" && !has(c.agents, a.Agent) {
+		c.errorAt(a.Doc, "/agent", fmt.Sprintf("agent %q names no agent: there is no agents/%s/agent.md%s", a.Agent, a.Agent, listOrHint(a.Agent, c.agents)))
+	}
+	if a.Exec != nil {
+		c.execSettings(a.Doc, "", a.Exec, "the automation")
+	}
+	for i, t := range a.Triggers {
+		for _, p := range trigger.Check(t, schema.DidYouMean) {
+			ptr := fmt.Sprintf("/triggers/%d%s", i, p.Pointer)
+			if p.Warning {
+				c.warnAt(a.Doc, ptr, p.Message)
+			} else {
+				c.errorAt(a.Doc, ptr, p.Message)
+			}
+		}
+	}
+}
+
+// runnersValid checks a runner's platform: Linux needs a Docker image and
+// whole powers of two of vCPUs; macOS is aarch64 only.
+func (c *crossCheck) runnersValid() {
+	for _, r := range c.d.Resources[factory.ResourceRunner] {
+		platform, _ := r.Value["platform"].(map[string]any)
+		os, _ := platform["os"].(string)
+		if os == "" {
+			os = "linux"
+		}
+		if os == "macos" {
+			if arch, _ := platform["arch"].(string); arch == "x86_64" {
+				c.errorAt(r.Doc, "/platform/arch", "macOS runners are aarch64 only")
+			}
+			if _, ok := platform["linux"]; ok {
+				c.errorAt(r.Doc, "/platform/linux", "a macOS runner takes no linux settings")
+			}
+			continue
+		}
+		if _, ok := platform["mac"]; ok {
+			c.errorAt(r.Doc, "/platform/mac", "a Linux runner takes no mac settings (set os: macos)")
+		}
+		if linux, _ := platform["linux"].(map[string]any); linux["dockerImage"] == nil {
+			ptr := "/platform"
+			if platform == nil {
+				ptr = ""
+			}
+			c.errorAt(r.Doc, ptr, "a Linux runner needs platform.linux.dockerImage: the image its runs start from")
+		}
+		if shape, _ := r.Value["instanceShape"].(map[string]any); shape != nil {
+			if n, ok := number(shape["vcpus"]); ok && (n < 1 || bits.OnesCount64(uint64(n)) != 1) {
+				c.errorAt(r.Doc, "/instanceShape/vcpus", fmt.Sprintf("a Linux runner's vcpus is a power of two (1, 2, 4, 8, ...), not %d", n))
+			}
+		}
+	}
+}
+
+// number reads a validated integer (json.Number).
+func number(v any) (int64, bool) {
+	n, ok := v.(interface{ Int64() (int64, error) })
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return i, err == nil
+}
+
+func float(v any) float64 {
+	n, _ := v.(interface{ Float64() (float64, error) })
+	if n == nil {
+		return 0
+	}
+	f, _ := n.Float64()
+	return f
+}
+
+// scorers checks scorer names (unique), their agents, and that the labels
+// can both pass and fail.
+func (c *crossCheck) scorers() {
+	byName := map[string]string{}
+	for _, s := range c.d.Resources[factory.ResourceScorer] {
+		name := s.Str("name")
+		if name == "" {
+			name = s.Key
+		}
+		if other, dup := byName[name]; dup {
+			c.errorAt(s.Doc, "/name", fmt.Sprintf("scorer name %q is already used by %s", name, other))
+		}
+		byName[name] = s.Doc.File
+		agents, _ := s.Value["agents"].([]any)
+		for i, a := range agents {
+			if n, _ := a.(string); !has(c.agents, n) {
+				c.errorAt(s.Doc, fmt.Sprintf("/agents/%d", i), fmt.Sprintf("agent %q names no agent%s", n, listOrHint(n, c.agents)))
+			}
+		}
+		passing := float(s.Value["passingScore"])
+		var pass, fail bool
+		labels, _ := s.Value["labels"].([]any)
+		for _, l := range labels {
+			score := float(l.(map[string]any)["score"])
+			pass, fail = pass || score >= passing, fail || score < passing
+		}
+		if !pass || !fail {
+			c.errorAt(s.Doc, "/labels", fmt.Sprintf("with passingScore %v, at least one label must score at or above it and one below it", passing))
+		}
+	}
+}
+
+// suites checks a suite's agent, configurations, and that its tasks list
+// and its tasks/ files correspond one to one.
+func (c *crossCheck) suites() {
+	for _, s := range c.d.Resources[factory.ResourceSuite] {
+		if a := s.Str("agent"); !has(c.agents, a) {
+			c.errorAt(s.Doc, "/agent", fmt.Sprintf("agent %q names no agent%s", a, listOrHint(a, c.agents)))
+		}
+		confs, _ := s.Value["configurations"].([]any)
+		seen, baselines := map[string]bool{}, 0
+		for i, cf := range confs {
+			m := cf.(map[string]any)
+			ptr := fmt.Sprintf("/configurations/%d", i)
+			if n, _ := m["name"].(string); seen[n] {
+				c.errorAt(s.Doc, ptr+"/name", fmt.Sprintf("configuration name %q is used twice", n))
+			} else {
+				seen[n] = true
+			}
+			if b, _ := m["baseline"].(bool); b {
+				if baselines++; baselines > 1 {
+					c.errorAt(s.Doc, ptr+"/baseline", "at most one configuration is the baseline")
+				}
+			}
+			c.exec(s.Doc, ptr, m, "the configuration")
+		}
+		files := map[string]*schema.Resource{}
+		for _, t := range c.d.Tasks[s.Key] {
+			files[t.Key] = t
+		}
+		listed := map[string]bool{}
+		tasks, _ := s.Value["tasks"].([]any)
+		for i, t := range tasks {
+			n, _ := t.(string)
+			listed[n] = true
+			if files[n] == nil && !c.d.Broken[joinPath(factory.BenchmarksDir, s.Key, "tasks", n+".yaml")] {
+				c.errorAt(s.Doc, fmt.Sprintf("/tasks/%d", i), fmt.Sprintf("task %q has no file benchmarks/%s/tasks/%s.yaml", n, s.Key, n))
+			}
+		}
+		for _, t := range c.d.Tasks[s.Key] {
+			if !listed[t.Key] {
+				c.errorAt(t.Doc, "", fmt.Sprintf("task %q is not in the tasks list of benchmarks/%s/suite.yaml", t.Key, s.Key))
+			}
+		}
+	}
+	for suite, tasks := range c.d.Tasks {
+		if c.d.Resource(factory.ResourceSuite, suite) == nil && !c.d.Broken[joinPath(factory.BenchmarksDir, suite, "suite.yaml")] {
+			for _, t := range tasks {
+				c.errorAt(t.Doc, "", fmt.Sprintf("a task needs its suite: there is no benchmarks/%s/suite.yaml", suite))
+			}
+		}
+	}
+}
+
+func joinPath(parts ...string) string { return strings.Join(parts, "/") }
+
+// skills checks that an agent's own skills belong to an agent, and that a
+// skill's files have their SKILL.md.
+func (c *crossCheck) skills() {
+	for _, s := range c.d.Resources[factory.ResourceSkill] {
+		if owner, _, ok := strings.Cut(s.Key, "/"); ok && !has(c.agents, owner) {
+			c.ds = append(c.ds, fileError(s.Doc.File, fmt.Sprintf("skill of agent %q, which does not exist: there is no agents/%s/agent.md", owner, owner)))
+			c.d.markBroken(s.Doc.File)
+		}
+	}
+	skills := names(c.d.Resources[factory.ResourceSkill])
+	for key := range c.d.SkillFiles {
+		if !has(skills, key) {
+			file := joinPath(factory.SkillsDir, key, factory.SkillFile)
+			if owner, name, ok := strings.Cut(key, "/"); ok {
+				file = joinPath(factory.AgentsDir, owner, factory.SkillsDir, name, factory.SkillFile)
+			}
+			if !c.d.Broken[file] {
+				c.ds = append(c.ds, fileError(joinPath(strings.TrimSuffix(file, "/"+factory.SkillFile))+"/", "a skill folder needs its SKILL.md"))
+			}
+		}
+	}
+}
+
+func integrationTypes(st *schema.FactoryFile) []string {
+	var list []struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(st.Integrations, &list) // validated by the schema
+	out := make([]string, len(list))
+	for i, t := range list {
+		out[i] = t.Type
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+
+	"factory"
+	"factory/internal/schema"
+)
+
+// extensionSchemes are the signature schemes this project accepts beyond
+// the v1alpha1 format's.
+var extensionSchemes = map[string]bool{"slack": true, "shopify": true, "linear": true, "gitlab": true, "standard-webhooks": true}
+
+// extensions lists each use of this project's extensions to the v1alpha1
+// format (docs/definitions.md, "Extensions"), as errors: `reconcile
+// --strict` reports them so that a team can check that its tree stays
+// portable; without it they are valid and not reported.
+func extensions(d *Desired) schema.Diagnostics {
+	var ds schema.Diagnostics
+	ext := func(doc *schema.Document, ptr, msg string) {
+		if doc != nil {
+			ds = append(ds, doc.Diag(schema.Error, ptr, "extension: "+msg))
+		}
+	}
+	switch {
+	case d.SettingsDoc == nil:
+		ds = append(ds, fileError(factory.SettingsFile, "extension: a tree without factory.yaml (v1alpha1 requires it, with schemaVersion: v1alpha1)"))
+	case !d.V1Alpha1():
+		ext(d.SettingsDoc, "", "factory.yaml without schemaVersion: v1alpha1 (the flat layout)")
+	}
+	if d.Settings.WebhookBaseURL != "" {
+		ext(d.SettingsDoc, "/webhookBaseUrl", "webhookBaseUrl (the product serves its own ingress URLs)")
+	}
+	mcpExtensions(d.SettingsDoc, "/mcpServers", string(d.Settings.MCPServers), ext)
+	for _, a := range d.Automations {
+		if !strings.HasSuffix(a.Doc.File, "/automation.md") {
+			ext(a.Doc, "", fmt.Sprintf("a flat automation file; the v1alpha1 layout is automations/%s/automation.md", a.Key))
+		}
+		if a.Doc.Has("/title") {
+			ext(a.Doc, "/title", "title (a v1alpha1 automation has none: its name is its folder's)")
+		}
+		if len(a.Config) > 0 {
+			ext(a.Doc, "/config", "config (v1alpha1 sets execution with model, harness, runner and environmentId)")
+		}
+	}
+	for _, w := range d.Webhooks {
+		if w.SecretName == "" {
+			ext(w.Doc, "", "a webhook without secretName (a generated secret)")
+		}
+		if extensionSchemes[w.SignatureScheme] {
+			ext(w.Doc, "/signatureScheme", fmt.Sprintf("signature scheme %s", w.SignatureScheme))
+		}
+		if w.EventSource != "" {
+			ext(w.Doc, "/eventSource", "eventSource (v1alpha1 takes a webhook's provider from its signatureScheme)")
+		}
+	}
+	return ds
+}
+
+// mcpExtensions reports MCP servers given as {command, ...} or {url, ...}
+// rather than {warpId}.
+func mcpExtensions(doc *schema.Document, ptr, servers string, ext func(*schema.Document, string, string)) {
+	if strings.Contains(servers, `"command":`) || strings.Contains(servers, `"url":`) {
+		ext(doc, ptr, "MCP servers by command or url (v1alpha1 names them by warpId)")
+	}
+}

@@ -1,0 +1,162 @@
+package trigger
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+
+	"factory"
+)
+
+// provider is what docs/spec/triggers.md says of one trigger provider: its
+// events, and for each filter key the events that take it (nil: all).
+type provider struct {
+	events []string
+	keys   map[string][]string
+	// payload: whether a payload filter applies to its events.
+	payload bool
+}
+
+var (
+	githubIssue = []string{"issue_created", "issue_labeled", "issue_assigned", "issue_mentioned"}
+	githubPR    = []string{"pull_request_opened", "pull_request_merged", "pull_request_closed", "pull_request_labeled",
+		"pull_request_assigned", "pull_request_reopened", "pull_request_ready", "pull_request_synchronized",
+		"pull_request_review_requested", "pull_request_review_submitted", "pull_request_mentioned"}
+	githubCI = []string{"check_suite_completed", "check_suite_rerequested", "check_run_rerequested", "workflow_run_completed"}
+)
+
+var providers = map[string]provider{
+	factory.ProviderWebhook:  {events: []string{"received"}, payload: true},
+	factory.ProviderSchedule: {events: []string{"cron_fired"}},
+	factory.ProviderGitHub: {
+		events:  slices.Concat(githubIssue, githubPR, []string{"push"}, githubCI),
+		payload: true,
+		keys: map[string][]string{
+			"repos":          nil,
+			"authors":        nil,
+			"branches":       slices.Concat([]string{"push"}, githubCI),
+			"base_branches":  githubPR,
+			"paths":          slices.Concat([]string{"push"}, githubPR),
+			"labels":         slices.Concat(githubIssue, githubPR),
+			"assignees":      slices.Concat(githubIssue, githubPR),
+			"mentioned":      {"issue_mentioned", "pull_request_mentioned", "pull_request_review_submitted"},
+			"reviewers":      {"pull_request_review_requested"},
+			"reviewer_teams": {"pull_request_review_requested"},
+			"workflows":      {"workflow_run_completed"},
+			"conclusions":    {"check_suite_completed", "workflow_run_completed"},
+		},
+	},
+	factory.ProviderGitLab: {
+		events:  []string{"merge_request", "bot_mentioned", "push"},
+		payload: true,
+		keys:    map[string][]string{"repos": nil, "actions": {"merge_request", "push"}},
+	},
+	factory.ProviderLinear: {
+		events:  []string{"issue_created", "issue_labeled", "issue_assigned", "issue_state_changed", "comment_created", "agent_session_created"},
+		payload: true,
+		keys:    map[string][]string{"teams": nil, "labels": nil, "projects": nil, "states": nil},
+	},
+	factory.ProviderSlack: {
+		events:  []string{"app_mention", "message_posted", "message_dm", "message_im", "message_mpim", "reaction_added", "member_joined_channel"},
+		payload: true,
+		keys:    map[string][]string{"channel_ids": nil, "channels": nil, "users": nil, "keywords": nil, "emojis": {"reaction_added"}},
+	},
+	factory.ProviderJira: {
+		events:  []string{"issue_created", "issue_labeled", "status_changed", "agent_session_created"},
+		payload: true,
+		keys:    map[string][]string{"project_keys": nil, "keywords": nil},
+	},
+	factory.ProviderFactory: {events: []string{"work_item_stage_changed"}},
+}
+
+// Problem is something wrong with one trigger, at a JSON pointer relative
+// to the trigger.
+type Problem struct {
+	Pointer string
+	Message string
+	Warning bool
+}
+
+// Check validates a trigger against its provider (docs/spec/triggers.md):
+// the event, the filter keys the event takes, and the cron of a schedule.
+// suggest turns a wrong name and its candidates into a "did you mean".
+func Check(t factory.Trigger, suggest func(got string, candidates []string) string) []Problem {
+	p, ok := providers[t.Provider]
+	if !ok {
+		return nil // the schema's enum has said so
+	}
+	if !slices.Contains(p.events, t.Event) {
+		return []Problem{{Pointer: "/event", Message: fmt.Sprintf("%q is not an event of provider %s (its events: %s)%s",
+			t.Event, t.Provider, strings.Join(p.events, ", "), suggest(t.Event, p.events))}}
+	}
+	var out []Problem
+	if len(t.Filter.Payload) > 0 && !p.payload {
+		out = append(out, Problem{Pointer: "/filter/payload", Message: fmt.Sprintf("%s triggers take no payload filter", t.Provider)})
+	}
+	for _, key := range sortedKeys(t.Filter.Keys) {
+		events, known := p.keys[key]
+		switch {
+		case !known:
+			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("unknown filter key %q for provider %s%s%s",
+				key, t.Provider, keyList(p.keys), suggest(key, sortedKeys(p.keys)))})
+		case t.Provider == factory.ProviderGitHub && key == "paths" && t.Event != "push":
+			out = append(out, Problem{Pointer: "/filter/paths", Warning: true,
+				Message: fmt.Sprintf("paths never matches %s: a pull request's payload lists no files (only push events do)", t.Event)})
+		case events != nil && !slices.Contains(events, t.Event):
+			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("filter key %s does not apply to %s %s (it applies to %s)",
+				key, t.Provider, t.Event, strings.Join(events, ", "))})
+		}
+		if v := t.Filter.Keys[key]; len(v.In) > 0 && len(v.NotIn) > 0 {
+			out = append(out, Problem{Pointer: "/filter/" + key, Message: "use in or not_in, not both"})
+		}
+	}
+	if t.Schedule != nil {
+		if err := CheckCron(t.Schedule.Cron); err != nil {
+			out = append(out, Problem{Pointer: "/schedule/cron", Message: err.Error()})
+		}
+	}
+	if t.Provider == factory.ProviderSchedule && (len(t.Filter.Keys) > 0 || len(t.Filter.WebhookIDs) > 0) {
+		out = append(out, Problem{Pointer: "/filter", Message: "schedule triggers take no filter"})
+	}
+	return out
+}
+
+func keyList(keys map[string][]string) string {
+	if len(keys) == 0 {
+		return " (it takes none)"
+	}
+	return " (it takes " + strings.Join(sortedKeys(keys), ", ") + ")"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cronParser reads five fields or a descriptor (@hourly, @every 90s).
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseCron parses a schedule's cron expression, in UTC.
+func ParseCron(expr string) (cron.Schedule, error) {
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return nil, fmt.Errorf("schedules are always UTC: remove the %s prefix", expr[:strings.Index(expr, "=")+1])
+	}
+	s, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("not a cron expression: %v (write five fields, \"minute hour day-of-month month day-of-week\", or @hourly, @daily, @weekly, @monthly, @every 90s)", err)
+	}
+	return s, nil
+}
+
+// CheckCron reports whether a cron expression parses.
+func CheckCron(expr string) error {
+	_, err := ParseCron(expr)
+	return err
+}
