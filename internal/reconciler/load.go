@@ -16,7 +16,7 @@ import (
 type Desired struct {
 	Revision    string
 	Settings    schema.FactoryFile
-	SettingsDoc *schema.Document // nil without factory.yaml
+	SettingsDoc *schema.Document     // nil without factory.yaml
 	Webhooks    []*schema.Webhook    // by key
 	Automations []*schema.Automation // by key
 	// Resources are the agents, runners, skills, scorers and benchmark
