@@ -23,6 +23,72 @@ type FactoryStatus struct {
 	Error       *string            `json:"error"`
 	Webhooks    []WebhookStatus    `json:"webhooks"`
 	Automations []AutomationStatus `json:"automations"`
+	// The v1alpha1 resources, present when the factory has any.
+	Agents          []ResourceStatus `json:"agents,omitempty"`
+	Runners         []ResourceStatus `json:"runners,omitempty"`
+	Skills          []ResourceStatus `json:"skills,omitempty"`
+	Scorers         []ResourceStatus `json:"scorers,omitempty"`
+	BenchmarkSuites []ResourceStatus `json:"benchmark_suites,omitempty"`
+}
+
+// ResourceStatus is one agent, runner, skill, scorer or benchmark suite in
+// a status.
+type ResourceStatus struct {
+	Name        string `json:"name"`
+	UID         string `json:"uid"`
+	File        string `json:"file"`
+	Description string `json:"description,omitempty"`
+	// Of an agent: its type, and the harness and runner it resolves to
+	// from the factory's agentDefaults.
+	AgentType string   `json:"agent_type,omitempty"`
+	Harness   *Harness `json:"harness,omitempty"`
+	Runner    string   `json:"runner,omitempty"`
+	// Of a runner: its image and how many setup commands it runs.
+	DockerImage   string `json:"docker_image,omitempty"`
+	SetupCommands int    `json:"setup_commands,omitempty"`
+	// Executed is false for scorers and suites: this server validates and
+	// applies them, and does not run them.
+	Executed *bool `json:"executed,omitempty"`
+}
+
+// ResourceStatuses fills a status's resource lists.
+func (st *FactoryStatus) ResourceStatuses(f *Factory, res []*Resource) {
+	for _, r := range res {
+		var spec struct {
+			Description string `json:"description"`
+			AgentSpec
+			RunnerSpec
+		}
+		_ = json.Unmarshal(r.Spec, &spec)
+		rs := ResourceStatus{Name: r.Key, UID: r.UID, File: r.File, Description: spec.AgentSpec.Description}
+		switch r.Kind {
+		case ResourceAgent:
+			rs.AgentType = spec.AgentType
+			if rs.AgentType == "" {
+				rs.AgentType = AgentCustom
+			}
+			ex := spec.ExecSettings
+			if d := f.Settings.AgentDefaults; d != nil {
+				ex = d.Resolve(ex)
+			}
+			rs.Harness, rs.Runner = ex.EffectiveHarness(), ex.Runner
+			st.Agents = append(st.Agents, rs)
+		case ResourceRunner:
+			rs.Description = spec.RunnerSpec.Description
+			rs.DockerImage, rs.SetupCommands = spec.Platform.Linux.DockerImage, len(spec.SetupCommands)
+			st.Runners = append(st.Runners, rs)
+		case ResourceSkill:
+			st.Skills = append(st.Skills, rs)
+		case ResourceScorer, ResourceSuite:
+			no := false
+			rs.Executed = &no
+			if r.Kind == ResourceScorer {
+				st.Scorers = append(st.Scorers, rs)
+			} else {
+				st.BenchmarkSuites = append(st.BenchmarkSuites, rs)
+			}
+		}
+	}
 }
 
 // FactorySummary is one factory in GET /v1/factories.
@@ -67,6 +133,10 @@ type AutomationStatus struct {
 	Title      string   `json:"title"`
 	Enabled    bool     `json:"enabled"`
 	WebhookIDs []string `json:"webhook_ids"`
+	// Agent is the agent that runs it, when the factory has agents.
+	Agent string `json:"agent,omitempty"`
+	// Triggers are provider/event, with a schedule's cron.
+	Triggers []string `json:"triggers,omitempty"`
 }
 
 // DefaultPublicURL is the webhook_base_url before a server has set one:
@@ -116,9 +186,14 @@ func BuildStatus(f *Factory, whs []*Webhook, aus []*Automation, publicURL string
 		st.Webhooks = append(st.Webhooks, ws)
 	}
 	for _, a := range aus {
-		as := AutomationStatus{Name: a.Key, ID: a.UID, Title: a.Spec.Title, Enabled: a.Spec.Enabled, WebhookIDs: []string{}}
+		as := AutomationStatus{Name: a.Key, ID: a.UID, Title: a.Spec.Title, Enabled: a.Spec.Enabled, WebhookIDs: []string{}, Agent: a.Spec.Agent}
 		for _, t := range a.Spec.Triggers {
 			as.WebhookIDs = append(as.WebhookIDs, t.Filter.WebhookIDs...)
+			desc := t.Provider + "/" + t.Event
+			if t.Schedule != nil {
+				desc += " (" + t.Schedule.Cron + ")"
+			}
+			as.Triggers = append(as.Triggers, desc)
 		}
 		st.Automations = append(st.Automations, as)
 	}

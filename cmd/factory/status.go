@@ -232,7 +232,58 @@ func printStatus(w io.Writer, s *factory.FactoryStatus) {
 		if !au.Enabled {
 			state = "disabled"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", au.Name, au.ID, state, strings.Join(au.WebhookIDs, ", "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", au.Name, au.ID, state, automationSources(au))
+	}
+	tw.Flush()
+	printResources(w, s)
+}
+
+// automationSources says what fires an automation: its webhooks' UIDs, or
+// its triggers (provider/event) when it has no webhook trigger.
+func automationSources(au factory.AutomationStatus) string {
+	if len(au.WebhookIDs) > 0 || len(au.Triggers) == 0 {
+		return strings.Join(au.WebhookIDs, ", ")
+	}
+	return strings.Join(au.Triggers, ", ")
+}
+
+// printResources prints the agents, runners, skills, scorers and suites of
+// a v1alpha1 factory; nothing for a flat one.
+func printResources(w io.Writer, s *factory.FactoryStatus) {
+	rows := [][]string{}
+	add := func(kind string, list []factory.ResourceStatus, detail func(factory.ResourceStatus) string) {
+		for _, r := range list {
+			rows = append(rows, []string{kind, r.Name, r.UID, detail(r)})
+		}
+	}
+	add("agent", s.Agents, func(r factory.ResourceStatus) string {
+		d := r.AgentType
+		if r.Harness != nil {
+			d += ", " + r.Harness.Type
+			if r.Harness.Model != "" {
+				d += "/" + r.Harness.Model
+			}
+		}
+		if r.Runner != "" {
+			d += ", runner " + r.Runner
+		}
+		return d
+	})
+	add("runner", s.Runners, func(r factory.ResourceStatus) string {
+		return fmt.Sprintf("%s, %d setup commands", r.DockerImage, r.SetupCommands)
+	})
+	add("skill", s.Skills, func(factory.ResourceStatus) string { return "" })
+	notRun := func(factory.ResourceStatus) string { return "validated, not executed here" }
+	add("scorer", s.Scorers, notRun)
+	add("suite", s.BenchmarkSuites, notRun)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KIND\tNAME\tUID\tDETAILS")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
 	}
 	tw.Flush()
 }

@@ -15,5 +15,11 @@ func Status(s *store.Store, f *factory.Factory, publicURL string) (*factory.Fact
 	if err != nil {
 		return nil, err
 	}
-	return factory.BuildStatus(f, whs, aus, publicURL), nil
+	res, err := s.Resources(f.Name, "")
+	if err != nil {
+		return nil, err
+	}
+	st := factory.BuildStatus(f, whs, aus, publicURL)
+	st.ResourceStatuses(f, res)
+	return st, nil
 }
