@@ -14,7 +14,9 @@ const (
 )
 
 // SchemeStandardWebhooks is the one signature scheme whose secret the
-// service may generate (docs/spec/definitions.md).
+// service may generate (docs/spec/definitions.md). v1alpha1 names it
+// standard_webhooks, which this project reads as the same scheme; a
+// webhook keeps the spelling its file uses.
 const SchemeStandardWebhooks = "standard-webhooks"
 
 // WebhookSpec is what webhooks/<key>.yaml says, with defaults applied.

@@ -34,6 +34,7 @@ const (
 	SourceHeader   = "header"
 	SourceProvider = "provider"
 	SourceXService = "x-service-delivery-id"
+	SourceXWarp    = "x-warp-delivery-id"
 	SourceBodyHash = "body-hash"
 )
 
@@ -537,8 +538,10 @@ func (h *Handler) lock(keys []string) []*sync.Mutex {
 }
 
 // identify picks a delivery's identity: the first present of the webhook's
-// deliveryIdHeader, the scheme's delivery header, X-Service-Delivery-Id,
-// and the SHA-256 of the body (seed-spec §4.3).
+// deliveryIdHeader, the scheme's delivery header (or, for a scheme that
+// carries it there, the payload's ID), X-Warp-Delivery-Id and its older
+// name X-Service-Delivery-Id, and the SHA-256 of the body (seed-spec §4.3,
+// docs/spec/v1alpha1.md).
 func identify(t *target, h http.Header, body []byte) (source, value string) {
 	if name := t.rec.Spec.DeliveryIDHeader; name != "" {
 		if v := h.Get(name); v != "" {
@@ -549,6 +552,14 @@ func identify(t *target, h http.Header, body []byte) (source, value string) {
 		if v := t.scheme.DeliveryID(h); v != "" {
 			return SourceProvider, v
 		}
+		if b, ok := t.scheme.(bodyIdentified); ok {
+			if v := b.BodyDeliveryID(body); v != "" {
+				return SourceProvider, v
+			}
+		}
+	}
+	if v := h.Get("X-Warp-Delivery-Id"); v != "" {
+		return SourceXWarp, v
 	}
 	if v := h.Get("X-Service-Delivery-Id"); v != "" {
 		return SourceXService, v

@@ -31,13 +31,23 @@ type Scheme interface {
 
 // Schemes by their signatureScheme value.
 var Schemes = map[string]Scheme{
+	"standard_webhooks": standardWebhooks{},
 	"standard-webhooks": standardWebhooks{},
+	"pagerduty":         pagerDuty{},
+	"sentry":            sentry{},
+	"vercel":            vercel{},
 	"stripe":            stripe{},
 	"github":            github{},
 	"slack":             slack{},
 	"shopify":           shopify{},
 	"linear":            linear{},
 	"gitlab":            gitlab{},
+}
+
+// bodyIdentified is a scheme whose sender puts the delivery's ID in the
+// payload rather than a header (Vercel's id).
+type bodyIdentified interface {
+	BodyDeliveryID(body []byte) string
 }
 
 // Verification failures. Each answers 401, logged Rejected (auth); the

@@ -222,7 +222,7 @@ func (a *Applier) webhookSecret(b *store.Batch, cur *factory.State, factoryName 
 
 func generatedFormat(w *factory.WebhookSpec) string {
 	if w.AuthMode == factory.AuthSignature {
-		return w.SignatureScheme // only standard-webhooks reaches here (schema)
+		return factory.SchemeStandardWebhooks // the only scheme that reaches here (schema), by either name
 	}
 	return "token"
 }

@@ -236,6 +236,10 @@ func TestIngressDuplicates(t *testing.T) {
 	check("x-service-delivery-id",
 		post(t, tok.url, "", `{"n":1}`, "Authorization", bearer, "X-Service-Delivery-Id", "svc-1"),
 		post(t, tok.url, "", `{"n":2}`, "Authorization", bearer, "X-Service-Delivery-Id", "svc-1"), "x-service-delivery-id", tok.uid)
+	// X-Warp-Delivery-Id, the product's header, wins over the older name.
+	check("x-warp-delivery-id",
+		post(t, tok.url, "", `{"n":1}`, "Authorization", bearer, "X-Warp-Delivery-Id", "warp-1", "X-Service-Delivery-Id", "svc-a"),
+		post(t, tok.url, "", `{"n":2}`, "Authorization", bearer, "X-Warp-Delivery-Id", "warp-1", "X-Service-Delivery-Id", "svc-b"), "x-warp-delivery-id", tok.uid)
 	// The body's hash, when the sender sets no ID.
 	check("body-hash",
 		post(t, tok.url, "", `{"same":true}`, "Authorization", bearer),
