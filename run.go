@@ -123,7 +123,30 @@ type Run struct {
 	Artifacts       []Artifact        `json:"artifacts,omitempty"`
 	ArtifactDigests map[string]string `json:"artifact_digests,omitempty"`
 	ArtifactBytes   int64             `json:"artifact_bytes,omitempty"`
+	// Setup is what a run of a factory's agent brings to its workspace
+	// before the agent starts: the agent, its harness, its skills and its
+	// runner's setup commands (docs/definitions.md, "What agents do").
+	Setup *RunSetup `json:"setup,omitempty"`
 }
+
+// RunSetup is the agent a run executes and how its workspace is prepared.
+type RunSetup struct {
+	Agent    string   `json:"agent,omitempty"`
+	AgentUID string   `json:"agent_uid,omitempty"`
+	Harness  *Harness `json:"harness,omitempty"`
+	Runner   string   `json:"runner,omitempty"`
+	// SetupCommands run in order in the workspace, with sh -c, before
+	// the first turn; the first that fails ends the run FAILED
+	// (environment_setup_failed).
+	SetupCommands []string `json:"setup_commands,omitempty"`
+	// Files are the skills' files, by path in the workspace
+	// (.agents/skills/<skill>/...); their bytes are stored with the run.
+	Files []string `json:"files,omitempty"`
+}
+
+// SkillsDirInWorkspace is where a run's skills are laid out: the folder
+// agents look in (Agent Skills: .agents/skills/<name>/SKILL.md).
+const SkillsDirInWorkspace = ".agents/skills"
 
 // MaxRunDepth bounds a tree of runs: a run's parent chain is at most this
 // long.

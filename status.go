@@ -54,13 +54,11 @@ type ResourceStatus struct {
 // ResourceStatuses fills a status's resource lists.
 func (st *FactoryStatus) ResourceStatuses(f *Factory, res []*Resource) {
 	for _, r := range res {
-		var spec struct {
-			Description string `json:"description"`
-			AgentSpec
-			RunnerSpec
-		}
+		var spec AgentSpec
+		var runner RunnerSpec
 		_ = json.Unmarshal(r.Spec, &spec)
-		rs := ResourceStatus{Name: r.Key, UID: r.UID, File: r.File, Description: spec.AgentSpec.Description}
+		_ = json.Unmarshal(r.Spec, &runner)
+		rs := ResourceStatus{Name: r.Key, UID: r.UID, File: r.File, Description: spec.Description}
 		switch r.Kind {
 		case ResourceAgent:
 			rs.AgentType = spec.AgentType
@@ -74,8 +72,7 @@ func (st *FactoryStatus) ResourceStatuses(f *Factory, res []*Resource) {
 			rs.Harness, rs.Runner = ex.EffectiveHarness(), ex.Runner
 			st.Agents = append(st.Agents, rs)
 		case ResourceRunner:
-			rs.Description = spec.RunnerSpec.Description
-			rs.DockerImage, rs.SetupCommands = spec.Platform.Linux.DockerImage, len(spec.SetupCommands)
+			rs.DockerImage, rs.SetupCommands = runner.Platform.Linux.DockerImage, len(runner.SetupCommands)
 			st.Runners = append(st.Runners, rs)
 		case ResourceSkill:
 			st.Skills = append(st.Skills, rs)

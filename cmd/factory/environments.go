@@ -23,8 +23,9 @@ import (
 const DefaultEnvironment = "default"
 
 type runtimeConfig struct {
-	MaxConcurrentRuns  int    `json:"maxConcurrentRuns"`
-	DefaultEnvironment string `json:"defaultEnvironment"`
+	MaxConcurrentRuns  int               `json:"maxConcurrentRuns"`
+	DefaultEnvironment string            `json:"defaultEnvironment"`
+	Harnesses          map[string]string `json:"harnesses"`
 }
 
 type environmentConfig struct {
@@ -100,12 +101,17 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 	if _, ok := envs[def]; !ok {
 		return nil, fmt.Errorf("runtime.defaultEnvironment %q names no environment", def)
 	}
+	for harness, env := range rc.Harnesses {
+		if _, ok := envs[env]; !ok {
+			return nil, fmt.Errorf("runtime.harnesses.%s: %q names no environment", harness, env)
+		}
+	}
 	dir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	return runtime.NewManager(runtime.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
-		MaxConcurrent: rc.MaxConcurrentRuns, Log: log}), nil
+		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses}), nil
 }
 
 // selfPath is this binary, as an absolute path: runs execute in their

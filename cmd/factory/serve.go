@@ -157,7 +157,10 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
-		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}}, log)
+		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
+			_, ok := runs.HarnessEnvironment(h)
+			return ok
+		}}, log)
 	return srv.Run(cmd.Context(), ln)
 }
 

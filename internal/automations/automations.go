@@ -333,25 +333,51 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 		if !a.rec.Spec.Enabled || !a.triggers.Match(ev) {
 			continue
 		}
-		var cfg struct {
-			Env string `json:"environment_id"`
+		req, err := e.request(f, hook, a.rec, d, body)
+		if err != nil {
+			return nil, err
 		}
-		_ = jsonUnmarshal(a.rec.Spec.Config, &cfg)
-		reqs = append(reqs, runtime.CreateRequest{
-			ID:                        RunID(d.ID, a.rec.UID),
-			ErrorOnUnknownEnvironment: true,
-			Title:                     a.rec.Spec.Title,
-			Prompt:                    strings.TrimRight(a.rec.Spec.Prompt, "\n") + "\n" + fmt.Sprintf(Envelope, hook.Spec.Name, hook.UID, d.ID),
-			Environment:               cfg.Env,
-			Config:                    a.rec.Spec.Config,
-			Source:                    factory.SourceCustomWebhook,
-			FactoryUID:                f.UID,
-			AutomationID:              a.rec.UID,
-			DeliveryID:                d.ID,
-			Attachments:               []runtime.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: body}},
-		})
+		reqs = append(reqs, req)
 	}
 	return reqs, nil
+}
+
+// request builds the run one automation starts for a delivery: the
+// agent's prompt (when the factory has agents), the automation's, then the
+// envelope; the agent's environment and setup.
+func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factory.Automation, d *factory.Delivery, body []byte) (runtime.CreateRequest, error) {
+	var cfg struct {
+		Env string `json:"environment_id"`
+	}
+	_ = jsonUnmarshal(a.Spec.Config, &cfg)
+	prompt := strings.TrimRight(a.Spec.Prompt, "\n") + "\n" + fmt.Sprintf(Envelope, hook.Spec.Name, hook.UID, d.ID)
+	req := runtime.CreateRequest{
+		ID:                        RunID(d.ID, a.UID),
+		ErrorOnUnknownEnvironment: true,
+		Title:                     a.Spec.Title,
+		Environment:               cfg.Env,
+		Config:                    a.Spec.Config,
+		Source:                    factory.SourceCustomWebhook,
+		FactoryUID:                f.UID,
+		AutomationID:              a.UID,
+		DeliveryID:                d.ID,
+		Attachments:               []runtime.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: body}},
+	}
+	ag, err := agentOf(e.Store, e.Runs, f, a)
+	if err != nil {
+		return req, fmt.Errorf("automation %s: %w", a.Key, err)
+	}
+	if ag != nil {
+		if p := strings.TrimSpace(ag.prompt); p != "" {
+			prompt = p + "\n\n---\n\n" + prompt
+		}
+		if req.Environment == "" {
+			req.Environment = ag.environment
+		}
+		req.Setup, req.SetupFiles, req.FailWith = ag.setup, ag.files, ag.fail
+	}
+	req.Prompt = prompt
+	return req, nil
 }
 
 // automations returns an active webhook (nil when it is unknown, deleted,

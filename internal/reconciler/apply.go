@@ -20,6 +20,9 @@ type Applier struct {
 	Now     func() time.Time
 	// Loader, when set, remembers parsed files between syncs.
 	Loader *Loader
+	// Harness, when set, says whether the server runs an agent harness:
+	// an agent whose harness it does not run is a plan warning.
+	Harness func(harness string) bool
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

@@ -364,3 +364,25 @@ func integrationTypes(st *schema.FactoryFile) []string {
 	}
 	return out
 }
+
+// HarnessWarnings warns about each agent whose resolved harness (defaults
+// ← agent) no environment of the server runs: its runs would fail
+// (harness_not_configured), and a plan should say so before they do.
+func HarnessWarnings(d *Desired, runs func(harness string) bool) schema.Diagnostics {
+	var ds schema.Diagnostics
+	for _, a := range d.Resources[factory.ResourceAgent] {
+		ex := factory.ExecSettings{}
+		if d.Settings.AgentDefaults != nil {
+			ex = *d.Settings.AgentDefaults
+		}
+		if own := schema.ExecFrom(a.Value); own != nil {
+			ex = ex.Resolve(*own)
+		}
+		if h := ex.EffectiveHarness(); h != nil && !runs(h.Type) {
+			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf(
+				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (map it with runtime.harnesses.%s in the server config)",
+				a.Key, h.Type, h.Type)))
+		}
+	}
+	return ds
+}

@@ -83,6 +83,10 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 		return nil, Failed, err
 	}
 	p := c.Plan
+	if a.Harness != nil && c.Desired != nil {
+		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness)...)
+		p.Diagnostics.Sort()
+	}
 	outcome := Applied
 	switch f := c.State.Factory; {
 	case !p.Valid():

@@ -47,6 +47,9 @@ type Config struct {
 	Log                *slog.Logger
 	// Finished, when set, is told the state each turn ends in (metrics).
 	Finished func(state factory.RunState)
+	// Harnesses maps an agent's harness type (oz, claude, codex, gemini)
+	// to the environment that runs it; oz defaults to DefaultEnvironment.
+	Harnesses map[string]string
 }
 
 // Errors of the manager, for the API to map to statuses.
@@ -142,6 +145,13 @@ type CreateRequest struct {
 	Skill, ConversationID, TriggerURL string
 	Ancestors                         []string
 	Schedule                          *factory.RunSchedule
+	// Setup prepares the workspace of a factory agent's run; SetupFiles
+	// are the bytes of its Files, by path in the workspace.
+	Setup      *factory.RunSetup
+	SetupFiles map[string][]byte
+	// FailWith, when set, records the run as FAILED at once with this
+	// status (an agent whose harness no environment runs).
+	FailWith *factory.StatusMessage
 }
 
 // ErrAttachmentName is the error of an attachment name a workspace cannot
@@ -289,7 +299,10 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
-		Schedule: req.Schedule}
+		Schedule: req.Schedule, Setup: req.Setup}
+	if err := putSetupFiles(b, id, req.Setup, req.SetupFiles); err != nil {
+		return nil, false, err
+	}
 	if len(r.Ancestors) > 0 {
 		r.ParentRunID = r.Ancestors[0]
 	}
@@ -310,7 +323,12 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		r.Attachments = append(r.Attachments, factory.Attachment{Name: name, MimeType: a.MimeType, Size: int64(len(a.Data))})
 	}
 	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "created", State: factory.StateQueued})
-	if !known {
+	switch {
+	case req.FailWith != nil:
+		r.State, r.StatusMessage = factory.StateFailed, req.FailWith
+		r.FinishedAt = &now
+		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: factory.StateFailed, Message: req.FailWith.Message})
+	case !known:
 		msg := fmt.Sprintf("environment %q does not exist: the server's configuration defines none by that name", env)
 		r.State, r.StatusMessage = factory.StateError, &factory.StatusMessage{Message: msg, ErrorCode: "unknown_environment"}
 		r.FinishedAt = &now
@@ -344,6 +362,9 @@ func (m *Manager) layOut(r *factory.Run, runAs *syscall.Credential) error {
 				return err
 			}
 		}
+	}
+	if err := m.layOutSetupFiles(r); err != nil {
+		return err
 	}
 	// PROMPT.md last: its presence means the workspace is complete.
 	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(r.Prompt), 0o600); err != nil {
@@ -525,13 +546,22 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		return // cancelled while queued
 	}
 	env := m.cfg.Environments[r.Environment]
+	firstTurn := r.Turns == 1
 	if err := m.layOut(r, env.RunAs); err != nil {
 		if err := m.finish(id, Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}, true); err != nil {
 			m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 		}
 		return
 	}
-	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, env.Env, env.RunAs
+	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, append(env.Env, setupEnv(r.Setup)...), env.RunAs
+	if firstTurn {
+		if res, ok := m.runSetup(ctx, r, turn, func(e Event) { m.report(id, e) }); !ok {
+			if err := m.finish(id, res, res.State == factory.StateError); err != nil {
+				m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
+			}
+			return
+		}
+	}
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
 	if res.Stderr != "" {
 		// The end of the agent's stderr (bounded by the executor), beside
@@ -807,6 +837,20 @@ func (m *Manager) DefaultEnvironment() string { return m.cfg.DefaultEnvironment 
 func (m *Manager) HasEnvironment(name string) bool {
 	_, ok := m.cfg.Environments[name]
 	return ok
+}
+
+// HarnessEnvironment is the environment that runs a harness type: the
+// server config's harnesses map, where oz defaults to the default
+// environment. ok is false when no environment runs it.
+func (m *Manager) HarnessEnvironment(harness string) (env string, ok bool) {
+	env, ok = m.cfg.Harnesses[harness]
+	if !ok && harness == factory.HarnessOz {
+		env, ok = m.cfg.DefaultEnvironment, true
+	}
+	if ok && !m.HasEnvironment(env) {
+		return env, false
+	}
+	return env, ok
 }
 
 // Counts returns how many runs wait in the queue and how many run now.

@@ -335,6 +335,9 @@ func (s *Server) syncOne(ctx context.Context, r *runner) reconciler.Outcome {
 			}
 		}
 		s.log.Info("revision applied", "factory", r.Name, "revision", c.Plan.Revision, "changes", n)
+		for _, d := range c.Plan.Diagnostics.Warnings() {
+			s.log.Warn("definition warning", "factory", r.Name, "at", d.String())
+		}
 	}
 	return outcome
 }

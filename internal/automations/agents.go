@@ -1,0 +1,142 @@
+package automations
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"factory"
+	"factory/internal/runtime"
+	"factory/internal/store"
+)
+
+// CodeHarnessNotConfigured is the error code of a run whose agent's
+// harness no environment of the server runs (docs/spec/v1alpha1.md).
+const CodeHarnessNotConfigured = "harness_not_configured"
+
+// agentRun is what an automation's agent adds to a run it starts.
+type agentRun struct {
+	prompt      string // the agent's prompt, to go before the automation's
+	environment string
+	setup       *factory.RunSetup
+	files       map[string][]byte
+	fail        *factory.StatusMessage
+}
+
+// agentOf resolves the agent that runs an automation (its agent, else the
+// foreman) and its execution settings, defaults ← agent ← automation
+// (docs/spec/v1alpha1.md): the harness picks the environment, the runner
+// gives the setup commands, and the skills the agent sees are laid out in
+// the workspace. A factory without agents (the flat layout) gives nil.
+func agentOf(s *store.Store, runs *runtime.Manager, f *factory.Factory, a *factory.Automation) (*agentRun, error) {
+	res, err := s.Resources(f.Name, "")
+	if err != nil {
+		return nil, err
+	}
+	byKind := map[string]map[string]*factory.Resource{}
+	for _, r := range res {
+		if byKind[r.Kind] == nil {
+			byKind[r.Kind] = map[string]*factory.Resource{}
+		}
+		byKind[r.Kind][r.Key] = r
+	}
+	agent, spec, err := pickAgent(byKind[factory.ResourceAgent], a.Spec.Agent)
+	if agent == nil || err != nil {
+		return nil, err
+	}
+	ex := factory.ExecSettings{}
+	if f.Settings.AgentDefaults != nil {
+		ex = *f.Settings.AgentDefaults
+	}
+	ex = ex.Resolve(spec.ExecSettings)
+	if a.Spec.Exec != nil {
+		ex = ex.Resolve(*a.Spec.Exec)
+	}
+	out := &agentRun{prompt: agent.Body, files: map[string][]byte{},
+		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner}}
+	if rn := byKind[factory.ResourceRunner][ex.Runner]; rn != nil {
+		var rs factory.RunnerSpec
+		if err := json.Unmarshal(rn.Spec, &rs); err != nil {
+			return nil, fmt.Errorf("runner %s: %w", rn.Key, err)
+		}
+		out.setup.SetupCommands = rs.SetupCommands
+	}
+	out.addSkills(byKind[factory.ResourceSkill], agent.Key)
+	out.pickEnvironment(runs, ex)
+	return out, nil
+}
+
+// pickAgent returns the automation's agent, or the foreman when it names
+// none; nil when the factory has no agents.
+func pickAgent(agents map[string]*factory.Resource, name string) (*factory.Resource, *factory.AgentSpec, error) {
+	for _, key := range sortedKeys(agents) {
+		r := agents[key]
+		var spec factory.AgentSpec
+		if err := json.Unmarshal(r.Spec, &spec); err != nil {
+			return nil, nil, fmt.Errorf("agent %s: %w", r.Key, err)
+		}
+		if key == name || name == "" && spec.IsForeman() {
+			return r, &spec, nil
+		}
+	}
+	if name != "" {
+		return nil, nil, fmt.Errorf("agent %q does not exist", name) // the plan refuses this first
+	}
+	return nil, nil, nil
+}
+
+// addSkills lays out the skills the agent sees: every shared skill, then
+// the agent's own (which win over a shared one of the same name).
+func (o *agentRun) addSkills(skills map[string]*factory.Resource, agent string) {
+	for _, key := range sortedKeys(skills) {
+		owner, name, own := strings.Cut(key, "/")
+		if own && owner != agent {
+			continue
+		}
+		if !own {
+			name = key
+			if _, shadowed := skills[agent+"/"+key]; shadowed {
+				continue
+			}
+		}
+		r := skills[key]
+		dir := path.Join(factory.SkillsDirInWorkspace, name)
+		o.add(path.Join(dir, factory.SkillFile), []byte(r.Body))
+		for _, p := range sortedKeys(r.Files) {
+			o.add(path.Join(dir, p), r.Files[p])
+		}
+	}
+}
+
+func (o *agentRun) add(p string, data []byte) {
+	o.setup.Files = append(o.setup.Files, p)
+	o.files[p] = data
+}
+
+// pickEnvironment maps the harness to an environment; an unmapped harness
+// fails the run with a clear code rather than falling back silently.
+func (o *agentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSettings) {
+	h := o.setup.Harness
+	if h == nil || runs == nil {
+		return
+	}
+	env, ok := runs.HarnessEnvironment(h.Type)
+	if !ok {
+		o.fail = &factory.StatusMessage{ErrorCode: CodeHarnessNotConfigured, Message: fmt.Sprintf(
+			"agent %s runs on the %s harness, which no environment of this server runs: map it in the server config (runtime.harnesses.%s)",
+			o.setup.Agent, h.Type, h.Type)}
+		return
+	}
+	o.environment = env
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
