@@ -46,10 +46,11 @@ const (
 	// recent 50 deliveries and 7 days of history".
 	DeliveryLogKeep = 50
 	DeliveryLogAge  = 7 * 24 * time.Hour
-	// FilterMaxDepth, FilterMaxKeys, FilterMaxValues: docs/spec/filters.md limits.
-	FilterMaxDepth  = 8
-	FilterMaxKeys   = 128
-	FilterMaxValues = 128
+	// FilterMaxDepth, FilterMaxKeys (leaf fields in all), FilterMaxValues
+	// (per set): docs/spec/filters.md, as docs/spec/v1alpha1.md corrects them.
+	FilterMaxDepth  = 10
+	FilterMaxKeys   = 64
+	FilterMaxValues = 32
 	// GeneratedSecretBytes: docs/spec/definitions.md, generated secrets carry at least
 	// 32 URL-safe characters (token, url_token) or 32 random bytes (Standard Webhooks).
 	GeneratedSecretBytes = 32

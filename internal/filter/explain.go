@@ -18,9 +18,9 @@ func (f *Filter) Explain(payload any) []factory.KeyResult {
 		c := &f.conds[i]
 		v, present := m[c.key]
 		if c.nested != nil {
-			obj, isObj := v.(map[string]any)
-			if !present || !isObj {
-				r := factory.KeyResult{Path: c.path, Operator: "object", Expected: "an object matching the nested filter", ActualPresent: present}
+			obj := explained(c.nested, v)
+			if !present || obj == nil {
+				r := factory.KeyResult{Path: c.path, Operator: "object", Expected: "an object (or an array with an object) matching the nested filter", ActualPresent: present}
 				if present {
 					r.Actual = v
 				}
@@ -51,6 +51,31 @@ func (f *Filter) Explain(payload any) []factory.KeyResult {
 		}
 	}
 	return out
+}
+
+// explained picks the object a nested filter is explained against: the
+// object itself, or of an array the first element that matches, else its
+// first object (whose failing keys then say why none matched); nil when
+// there is none.
+func explained(f *Filter, v any) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		return x
+	case []any:
+		var first map[string]any
+		for _, e := range x {
+			if obj, ok := e.(map[string]any); ok {
+				if f.Match(obj) {
+					return obj
+				}
+				if first == nil {
+					first = obj
+				}
+			}
+		}
+		return first
+	}
+	return nil
 }
 
 func raw(vals []value) []any {

@@ -148,8 +148,7 @@ func (f *Filter) Match(payload any) bool {
 
 func (c *cond) match(v any, present bool) bool {
 	if c.nested != nil {
-		obj, ok := v.(map[string]any)
-		return present && ok && c.nested.Match(obj)
+		return present && c.nested.matchObjects(v)
 	}
 	if c.exists != nil && *c.exists != present {
 		return false
@@ -161,6 +160,23 @@ func (c *cond) match(v any, present bool) bool {
 		return false
 	}
 	return true
+}
+
+// matchObjects matches a nested filter against an object, or against an
+// array of objects, where any element that matches is enough
+// (docs/spec/v1alpha1.md: issue.labels: {name: [bug]}).
+func (f *Filter) matchObjects(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		return f.Match(x)
+	case []any:
+		for _, e := range x {
+			if obj, ok := e.(map[string]any); ok && f.Match(obj) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // anyEqual: the field equals one of the values; a field holding an array

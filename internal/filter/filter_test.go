@@ -64,6 +64,11 @@ func TestSemantics(t *testing.T) {
 		{"payload array: keys missing", `{"a":{"exists":false}}`, `[{"a":1}]`, true},
 		{"payload scalar: in fails", `{"a":[1]}`, `1`, false},
 		{"deep", `{"a":{"b":{"c":{"d":["x"]}}}}`, `{"a":{"b":{"c":{"d":"x"}}}}`, true},
+		{"array of objects: one element matches", `{"issue":{"labels":{"name":["bug"]}}}`, `{"issue":{"labels":[{"name":"ui"},{"name":"bug"}]}}`, true},
+		{"array of objects: none matches", `{"issue":{"labels":{"name":["bug"]}}}`, `{"issue":{"labels":[{"name":"ui"}]}}`, false},
+		{"array of objects: every key in one element", `{"l":{"a":[1],"b":[2]}}`, `{"l":[{"a":1,"b":3},{"a":2,"b":2}]}`, false},
+		{"array of objects: scalars skipped", `{"l":{"a":[1]}}`, `{"l":["a",1,{"a":1}]}`, true},
+		{"array of objects: empty array fails", `{"l":{"a":{"exists":false}}}`, `{"l":[]}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,4 +271,31 @@ func FuzzAgainstNaive(f *testing.F) {
 			t.Fatalf("Explain says %v, Match says %v", passed, c.Match(pv))
 		}
 	})
+}
+
+// A nested filter over an array of objects is explained against the
+// element that matches, or else the first object, so that its failing keys
+// say why none did.
+func TestExplainArrayOfObjects(t *testing.T) {
+	f, err := filter.Compile(json.RawMessage(`{"labels":{"name":["bug"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		payload string
+		passed  bool
+		actual  string
+	}{
+		{`{"labels":[{"name":"ui"},{"name":"bug"}]}`, true, `"bug"`},
+		{`{"labels":[{"name":"ui"},{"name":"docs"}]}`, false, `"ui"`},
+	} {
+		p, _ := filter.DecodePayload([]byte(tt.payload))
+		got := f.Explain(p)
+		if len(got) != 1 || got[0].Passed != tt.passed || got[0].Path != "/labels/name" {
+			t.Fatalf("%s: %+v", tt.payload, got)
+		}
+		if b, _ := json.Marshal(got[0].Actual); string(b) != tt.actual {
+			t.Fatalf("%s: actual %s, want %s", tt.payload, b, tt.actual)
+		}
+	}
 }

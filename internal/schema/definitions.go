@@ -127,10 +127,12 @@ func ValidateDocument(file string, data []byte, k Kind) ([]byte, Diagnostics) {
 	return b, ds
 }
 
-// checkFilterLimits enforces the limits of docs/spec/filters.md that a schema cannot
-// express: nesting depth and the number of keys in all.
+// checkFilterLimits enforces the rules of docs/spec/filters.md (as
+// docs/spec/v1alpha1.md corrects them) that a schema cannot express:
+// nesting depth, leaf fields in all, a value both in and not_in, and
+// exists: false with a non-empty in.
 func checkFilterLimits(doc *Document, at string, v any) Diagnostics {
-	keys := 0
+	leaves := 0
 	var ds Diagnostics
 	var walk func(p string, v any, depth int)
 	walk = func(p string, v any, depth int) {
@@ -139,20 +141,57 @@ func checkFilterLimits(doc *Document, at string, v any) Diagnostics {
 			return
 		}
 		if depth > maxFilterDepth {
-			ds = append(ds, doc.Diag(Error, p, "payload filter nested too deeply: at most 8 levels"))
+			ds = append(ds, doc.Diag(Error, p, fmt.Sprintf("payload filter nested too deeply: at most %d levels", maxFilterDepth)))
 			return
 		}
 		for k, c := range m {
-			if k == "in" || k == "not_in" || k == "exists" {
+			cp := p + "/" + escape(k)
+			if cm, ok := c.(map[string]any); ok && !isOperatorObject(cm) {
+				walk(cp, c, depth+1)
 				continue
 			}
-			keys++
-			walk(p+"/"+escape(k), c, depth+1)
+			leaves++
+			if cm, ok := c.(map[string]any); ok {
+				ds = append(ds, checkOperators(doc, cp, cm)...)
+			}
 		}
 	}
 	walk(at, v, 1)
-	if keys > maxFilterKeys {
-		ds = append(ds, doc.Diag(Error, at, "payload filter too large: at most 128 keys in all"))
+	if leaves > maxFilterKeys {
+		ds = append(ds, doc.Diag(Error, at, fmt.Sprintf("payload filter too large: at most %d fields in all (this one has %d)", maxFilterKeys, leaves)))
 	}
 	return ds
+}
+
+func isOperatorObject(m map[string]any) bool {
+	for k := range m {
+		if k != "in" && k != "not_in" && k != "exists" {
+			return false
+		}
+	}
+	return len(m) > 0
+}
+
+// checkOperators refuses the operator combinations that match nothing or
+// contradict themselves.
+func checkOperators(doc *Document, at string, m map[string]any) Diagnostics {
+	in, _ := m["in"].([]any)
+	notIn, _ := m["not_in"].([]any)
+	var ds Diagnostics
+	for _, x := range in {
+		for _, y := range notIn {
+			if jsonEqualValues(x, y) {
+				ds = append(ds, doc.Diag(Error, at, fmt.Sprintf("%s is in both in and not_in: keep it in one", compact(x))))
+			}
+		}
+	}
+	if ex, ok := m["exists"].(bool); ok && !ex && len(in) > 0 {
+		ds = append(ds, doc.Diag(Error, at, "exists: false with a non-empty in matches nothing: a missing field equals no value"))
+	}
+	return ds
+}
+
+func compact(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
