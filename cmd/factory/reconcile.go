@@ -237,7 +237,7 @@ func fillUIDs(p *reconciler.Plan, st *factory.State) {
 func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool, impacts ...reconciler.Impact) error {
 	switch o.output {
 	case "json":
-		out := planJSON(p, dryRun)
+		out := reconciler.PlanJSON(p, dryRun)
 		out.Impact = impacts
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
@@ -306,43 +306,6 @@ func gitPrefix(source string) string {
 	}
 }
 
-type diagJSON struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Column  int    `json:"column"`
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-type planOut struct {
-	Factory  string              `json:"factory"`
-	Revision string              `json:"revision"`
-	DryRun   bool                `json:"dry_run"`
-	Valid    bool                `json:"valid"`
-	Errors   []diagJSON          `json:"errors"`
-	Warnings []diagJSON          `json:"warnings"`
-	Changes  []reconciler.Change `json:"changes"`
-	// Impact is set by a dry-run with state: what changed triggers would
-	// have done to each selected webhook's recent deliveries.
-	Impact []reconciler.Impact `json:"impact,omitempty"`
-}
-
-func planJSON(p *reconciler.Plan, dryRun bool) planOut {
-	out := planOut{Factory: p.Factory, Revision: p.Revision, DryRun: dryRun, Valid: p.Valid(),
-		Errors: []diagJSON{}, Warnings: []diagJSON{}, Changes: p.Changes}
-	if out.Changes == nil {
-		out.Changes = []reconciler.Change{}
-	}
-	for _, d := range p.Diagnostics {
-		j := diagJSON{File: d.File, Line: d.Line, Column: d.Column, Path: d.Path, Message: d.Message}
-		if d.Severity == schema.Warning {
-			out.Warnings = append(out.Warnings, j)
-		} else {
-			out.Errors = append(out.Errors, j)
-		}
-	}
-	return out
-}
 
 // githubAnnotation is a GitHub Actions workflow command that shows a
 // diagnostic on the pull request's line.

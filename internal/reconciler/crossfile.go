@@ -45,6 +45,7 @@ func names(rs []*schema.Resource) []string {
 	for i, r := range rs {
 		out[i] = r.Key
 	}
+	sort.Strings(out) // has searches them
 	return out
 }
 

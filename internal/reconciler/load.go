@@ -131,14 +131,25 @@ func brokenName(dp factory.DefinitionPath) string {
 func otherDirs(dirs []string) schema.Diagnostics {
 	var ds schema.Diagnostics
 	for _, dir := range dirs {
-		if hint := schema.DidYouMean(dir, factory.KnownDirs); hint != "" {
-			ds = append(ds, fileError(dir+"/", fmt.Sprintf("unknown folder %s/%s/", dir, strings.TrimSuffix(hint, "?")+"/?")))
+		if near := nearest(dir, factory.KnownDirs); near != "" {
+			ds = append(ds, fileError(dir+"/", fmt.Sprintf("unknown folder %s/: did you mean %s/? (nothing in it is read)", dir, near)))
 			continue
 		}
 		ds = append(ds, schema.Diagnostic{File: dir + "/", Line: 1, Column: 1, Severity: schema.Warning,
 			Message: fmt.Sprintf("folder %s/ is not part of a factory definition (%s/): ignored", dir, strings.Join(factory.KnownDirs, "/, "))})
 	}
 	return ds
+}
+
+// nearest is the candidate schema.DidYouMean would suggest, or "".
+func nearest(got string, candidates []string) string {
+	hint := schema.DidYouMean(got, candidates)
+	if hint == "" {
+		return ""
+	}
+	_, q, _ := strings.Cut(hint, "\"")
+	name, _, _ := strings.Cut(q, "\"")
+	return name
 }
 
 // loadJob is one definition file to parse.

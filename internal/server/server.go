@@ -395,6 +395,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.PushSecret != "" {
 		mux.Handle("POST /hooks/push", handlerFunc(s, s.receivePush))
 	}
+	s.factoryFileRoutes(mux)
 	mux.Handle("GET /v1/factories", s.auth(s.listFactories, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(s.getFactory, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("POST /v1/factories/{uid}/sync", admin(s.syncFactory))

@@ -92,6 +92,18 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 		return []Problem{{Pointer: "/event", Message: fmt.Sprintf("%q is not an event of provider %s (its events: %s)%s",
 			t.Event, t.Provider, strings.Join(p.events, ", "), suggest(t.Event, p.events))}}
 	}
+	if t.Provider == factory.ProviderSchedule {
+		var out []Problem
+		if len(t.Filter.Keys) > 0 || len(t.Filter.WebhookIDs) > 0 || len(t.Filter.Payload) > 0 {
+			out = append(out, Problem{Pointer: "/filter", Message: "schedule triggers take no filter"})
+		}
+		if t.Schedule != nil {
+			if err := CheckCron(t.Schedule.Cron); err != nil {
+				out = append(out, Problem{Pointer: "/schedule/cron", Message: err.Error()})
+			}
+		}
+		return out
+	}
 	var out []Problem
 	if len(t.Filter.Payload) > 0 && !p.payload {
 		out = append(out, Problem{Pointer: "/filter/payload", Message: fmt.Sprintf("%s triggers take no payload filter", t.Provider)})
@@ -112,14 +124,6 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 		if v := t.Filter.Keys[key]; len(v.In) > 0 && len(v.NotIn) > 0 {
 			out = append(out, Problem{Pointer: "/filter/" + key, Message: "use in or not_in, not both"})
 		}
-	}
-	if t.Schedule != nil {
-		if err := CheckCron(t.Schedule.Cron); err != nil {
-			out = append(out, Problem{Pointer: "/schedule/cron", Message: err.Error()})
-		}
-	}
-	if t.Provider == factory.ProviderSchedule && (len(t.Filter.Keys) > 0 || len(t.Filter.WebhookIDs) > 0) {
-		out = append(out, Problem{Pointer: "/filter", Message: "schedule triggers take no filter"})
 	}
 	return out
 }
