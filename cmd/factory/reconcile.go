@@ -306,7 +306,6 @@ func gitPrefix(source string) string {
 	}
 }
 
-
 // githubAnnotation is a GitHub Actions workflow command that shows a
 // diagnostic on the pull request's line.
 func githubAnnotation(d schema.Diagnostic) string {

@@ -142,4 +142,4 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 type memorySource struct{ snap *reconciler.Snapshot }
 
 func (m memorySource) Fetch(context.Context) (*reconciler.Snapshot, error) { return m.snap, nil }
-func (m memorySource) String() string { return "request" }
+func (m memorySource) String() string                                      { return "request" }
