@@ -3,6 +3,7 @@ package factory
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -87,8 +88,8 @@ func ParsePath(p string) (DefinitionPath, bool, error) {
 		return DefinitionPath{Kind: FileSettings}, true, nil
 	}
 	parts := strings.Split(p, "/")
-	if len(parts) < 2 {
-		return DefinitionPath{}, false, nil
+	if len(parts) < 2 || slices.Contains(parts, "") {
+		return DefinitionPath{}, false, nil // not a path a repository holds
 	}
 	switch parts[0] {
 	case WebhooksDir:
@@ -129,7 +130,7 @@ func ParsePath(p string) (DefinitionPath, bool, error) {
 
 func flat(parts []string, kind, ext, layout string) (DefinitionPath, bool, error) {
 	if len(parts) == 2 {
-		if name, ok := strings.CutSuffix(parts[1], ext); ok {
+		if name, ok := strings.CutSuffix(parts[1], ext); ok && name != "" {
 			return DefinitionPath{Kind: kind, Name: name}, true, nil
 		}
 	}

@@ -100,3 +100,39 @@ func checkPositions(t *testing.T, data []byte, ds schema.Diagnostics) {
 func yamlLines(s string) int {
 	return strings.Count(strings.ReplaceAll(s, "\r\n", "\n"), "\n") + strings.Count(strings.ReplaceAll(s, "\r\n", ""), "\r") + 1
 }
+
+// FuzzParseResource covers the v1alpha1 documents with front matter (an
+// agent) and without (a runner): a resource or errors, never a panic, and
+// every diagnostic inside the file.
+func FuzzParseResource(f *testing.F) {
+	for _, s := range []string{"---\nagentType: FOREMAN\nmodel: auto\n---\nPrompt.\n", "---\nharness: {type: codex, auth: {source: managedSecret}}\n---\n",
+		"platform:\n  linux:\n    dockerImage: debian\nsetupCommands: [make]\n", "---\nagentTyp: X\n---\n", "instanceShape: {vcpus: 1e400}\n", "---\n- 1\n---\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, k := range []struct {
+			kind  schema.Kind
+			front bool
+		}{{schema.KindAgent, true}, {schema.KindRunner, false}, {schema.KindScorer, true}, {schema.KindSuite, false}} {
+			r, ds := schema.ParseResource(k.kind, "f", "f", data, k.front, k.kind == schema.KindScorer)
+			if (r == nil) != ds.HasErrors() {
+				t.Fatalf("%s: resource %v with diagnostics %v", k.kind, r, ds)
+			}
+			checkPositions(t, data, ds)
+		}
+	})
+}
+
+// FuzzParseSkill: a SKILL.md gives a skill or errors, never a panic.
+func FuzzParseSkill(f *testing.F) {
+	for _, s := range []string{"---\nname: s\ndescription: d\n---\nbody\n", "no front matter", "---\nname: [x\n---\n", "---\n---\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, ds := schema.ParseSkill("skills/s/SKILL.md", "a/s", data)
+		if (r == nil) != ds.HasErrors() {
+			t.Fatalf("skill %v with diagnostics %v", r, ds)
+		}
+		checkPositions(t, data, ds)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"factory"
 	"factory/internal/filter"
@@ -116,4 +117,22 @@ func TestWebhookRefs(t *testing.T) {
 	if !slices.Equal(refs, want) {
 		t.Fatalf("refs = %v, want %v", refs, want)
 	}
+}
+
+// FuzzParseCron: any expression parses or is refused with a message, and
+// a parsed schedule always has a next instant.
+func FuzzParseCron(f *testing.F) {
+	for _, s := range []string{"0 9 * * 1", "@every 90s", "@daily", "*/15 * * * *", "TZ=UTC 0 * * * *", "61 * * * *", "@every -1s", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		s, err := trigger.ParseCron(expr)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("a refusal without a message")
+			}
+			return
+		}
+		_ = s.Next(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	})
 }
