@@ -13,9 +13,9 @@ all: build
 build: ## build bin/factory
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/factory
 
-run: build ## serve the bundled example factory on 127.0.0.1:8080 (store in ./.factory)
+run: build ## serve the bundled example factories on 127.0.0.1:8080 (store in ./.factory)
 	./scripts/example-setup.sh $(BIN) $(DATA)
-	$(BIN) --data $(DATA) serve --source examples/factory --name example
+	$(BIN) --data $(DATA) serve --config examples/serve.yaml
 
 # The measured fast paths (BENCHMARKS.md) are exempt from the complexity bound.
 FASTPATHS := \(\*fastNode\)\.valid |\(\*fastCompiler\)\.compile | validJSON 
