@@ -93,8 +93,18 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(manager.Workspace(r.ID), name))
 		return string(b)
 	}
+	checkForemanRun(t, run("by-foreman"), read)
+	checkSetupFailed(t, run("by-builder"), read)
+	r := run("by-reviewer")
+	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "harness_not_configured" ||
+		!strings.Contains(r.StatusMessage.Message, "codex") {
+		t.Fatalf("an unmapped harness: %s %+v", r.State, r.StatusMessage)
+	}
+}
 
-	r := run("by-foreman")
+// checkForemanRun: the run of the foreman, on the default (oz) harness.
+func checkForemanRun(t *testing.T, r *factory.Run, read func(*factory.Run, string) string) {
+	t.Helper()
 	if r.State != factory.StateSucceeded {
 		t.Fatalf("the foreman's run: %s %+v", r.State, r.StatusMessage)
 	}
@@ -111,8 +121,11 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	if read(r, ".agents/skills/house-style/scripts/check.sh") != "exit 0\n" || read(r, "prepared.txt") != "prepared\n" {
 		t.Fatal("the skill's files or the setup's output are missing from the workspace")
 	}
+}
 
-	r = run("by-builder")
+// checkSetupFailed: the builder's runner fails its second setup command.
+func checkSetupFailed(t *testing.T, r *factory.Run, read func(*factory.Run, string) string) {
+	t.Helper()
 	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != runtime.CodeEnvironmentSetupFailed ||
 		!strings.Contains(r.StatusMessage.Message, "exited with status 3") || !strings.Contains(r.StatusMessage.Message, "half-way") {
 		t.Fatalf("a failing setup command: %s %+v", r.State, r.StatusMessage)
@@ -122,11 +135,5 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	}
 	if read(r, ".agents/skills/release-notes/template.txt") != "## Changes\n" || read(r, ".agents/skills/house-style/SKILL.md") == "" {
 		t.Fatal("the builder sees its own skill and the shared ones")
-	}
-
-	r = run("by-reviewer")
-	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "harness_not_configured" ||
-		!strings.Contains(r.StatusMessage.Message, "codex") {
-		t.Fatalf("an unmapped harness: %s %+v", r.State, r.StatusMessage)
 	}
 }
