@@ -142,9 +142,8 @@ func (a *app) reconcile(cmd *cobra.Command, o *reconcileOpts) error {
 			ap.Store.Close()
 			return err
 		}
-		if len(c.Plan.Extensions) > 0 {
+		if c.Strict() > 0 {
 			ap.Store.Close()
-			strictPlan(c.Plan)
 			return a.report(o, c.Plan, false)
 		}
 	}
@@ -194,7 +193,7 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 		return err
 	}
 	if o.strict {
-		strictPlan(c.Plan)
+		c.Strict()
 	}
 	var impacts []reconciler.Impact
 	if v != nil && c.Plan.Valid() {
@@ -204,12 +203,6 @@ func (a *app) dryRun(cmd *cobra.Command, o *reconcileOpts, src reconciler.Source
 		}
 	}
 	return a.report(o, c.Plan, true, impacts...)
-}
-
-// strictPlan makes each use of an extension one of the plan's errors.
-func strictPlan(p *reconciler.Plan) {
-	p.Diagnostics = append(p.Diagnostics, p.Extensions...)
-	p.Diagnostics.Sort()
 }
 
 func fillUIDs(p *reconciler.Plan, st *factory.State) {

@@ -39,6 +39,32 @@ func BenchmarkValidateAndPlan(b *testing.B) {
 	}
 }
 
+// BenchmarkValidateAndPlanV1Alpha1 is BenchmarkValidateAndPlan for the
+// v1alpha1 layout: 1,000 nested automations (half with GitHub triggers,
+// each run by one of 20 agents) beside the agents, their skills, runners
+// and 20 webhooks, all checked across files. Its baseline is the flat
+// benchmark's 1,000 automations, in the same run.
+func BenchmarkValidateAndPlanV1Alpha1(b *testing.B) {
+	dir := b.TempDir()
+	testfactory.GenerateV1Alpha1(b, dir, 20, 1000)
+	src := reconciler.DirSource{Root: dir}
+	files := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		snap, err := src.Fetch(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = len(snap.Files)
+		d, ds := reconciler.Load(snap)
+		if ds.HasErrors() {
+			b.Fatal(ds.Errors()[:1])
+		}
+		reconciler.MakePlan("bench", d, nil)
+	}
+	b.ReportMetric(float64(files)*float64(b.N)/b.Elapsed().Seconds(), "files/s")
+}
+
 // BenchmarkSync measures the server's sync of a directory factory of 20
 // webhooks and 1,000 automations: a no-op (nothing changed; target under
 // 20 ms and no store write), and an apply of a one-file change (target: one

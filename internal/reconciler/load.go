@@ -31,9 +31,6 @@ type Desired struct {
 	// holds the same as kind/name, for definitions no longer at one path.
 	Broken      map[string]bool
 	BrokenNames map[string]bool
-	// Extensions are the uses of this project's extensions to the v1alpha1
-	// format (docs/definitions.md): valid here, errors under --strict.
-	Extensions schema.Diagnostics
 }
 
 // V1Alpha1 reports whether the revision declares the v1alpha1 format.
@@ -101,8 +98,6 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	results := l.parse(jobs)
 	ds = append(ds, d.assemble(jobs, results)...)
 	ds = append(ds, d.crossFile()...)
-	d.Extensions = append(d.Extensions, extensions(d)...)
-	d.Extensions.Sort()
 	ds.Sort()
 	return d, ds
 }

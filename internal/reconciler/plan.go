@@ -53,9 +53,6 @@ type Plan struct {
 	SettingsChanged []string
 	Changes         []Change
 	Diagnostics     schema.Diagnostics
-	// Extensions are the uses of this project's extensions to the v1alpha1
-	// format, as errors that --strict adds to Diagnostics.
-	Extensions schema.Diagnostics
 }
 
 // Valid reports whether the revision can be applied.

@@ -18,6 +18,18 @@ type Checked struct {
 	Plan    *Plan
 	Desired *Desired       // nil when the revision has errors
 	State   *factory.State // nil without state
+	loaded  *Desired       // what was loaded, valid or not
+}
+
+// Strict adds each use of this project's extensions to the v1alpha1
+// format to the plan's errors (reconcile --strict) and reports how many
+// there were. They are found only when asked: positions need each file's
+// YAML parsed again.
+func (c *Checked) Strict() int {
+	ext := extensions(c.loaded)
+	c.Plan.Diagnostics = append(c.Plan.Diagnostics, ext...)
+	c.Plan.Diagnostics.Sort()
+	return len(ext)
 }
 
 // Check fetches a revision, loads it and plans it against the state (none
@@ -41,9 +53,8 @@ func check(ctx context.Context, l *Loader, src Source, name string, st StateRead
 	desired, ds := l.Load(snap)
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
-	p.Extensions = desired.Extensions
 	p.Diagnostics.Sort()
-	c := &Checked{Plan: p, State: cur}
+	c := &Checked{Plan: p, State: cur, loaded: desired}
 	if p.Valid() {
 		c.Desired = desired
 	}

@@ -180,8 +180,12 @@ func (r *dirReader) list(rel string, depth int, names []string) []string {
 		return names
 	}
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") { // .gitkeep and editors' swap files
-			names = r.list(rel+"/"+e.Name(), depth+1, names)
+		switch child := rel + "/" + e.Name(); {
+		case strings.HasPrefix(e.Name(), "."): // .gitkeep and editors' swap files
+		case e.Type().IsRegular():
+			names = append(names, child) // file() checks it again when it reads it
+		default:
+			names = r.list(child, depth+1, names) // folders, links and the odd ones
 		}
 	}
 	return names

@@ -131,8 +131,7 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Strict {
-		c.Plan.Diagnostics = append(c.Plan.Diagnostics, c.Plan.Extensions...)
-		c.Plan.Diagnostics.Sort()
+		c.Strict()
 	}
 	writeJSON(w, http.StatusOK, reconciler.PlanJSON(c.Plan, true))
 	return nil

@@ -51,3 +51,46 @@ and write a short first answer for the reporter. Be concise and kind.
 `, i, i%n, i, i, i)), 0o644))
 	}
 }
+
+// GenerateV1Alpha1 writes a factory in the v1alpha1 format: factory.yaml,
+// 20 agents (one foreman) each with a skill, 5 runners, 10 shared skills,
+// n webhooks and m nested automations, alternating between webhook
+// triggers with a payload filter and GitHub triggers with filter keys,
+// each run by one of the agents.
+func GenerateV1Alpha1(tb testing.TB, dir string, n, m int) {
+	tb.Helper()
+	write := func(p, content string) {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	write("factory.yaml", "schemaVersion: v1alpha1\nname: Generated\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n  runner: runner-0\n")
+	for i := 0; i < 5; i++ {
+		write(fmt.Sprintf("runners/runner-%d.yaml", i), "setupCommands: [make deps]\ninstanceShape: {vcpus: 4, memoryGb: 8}\nplatform:\n  linux:\n    dockerImage: debian:12\n")
+	}
+	for i := 0; i < 20; i++ {
+		kind := "IMPLEMENT"
+		if i == 0 {
+			kind = "FOREMAN"
+		}
+		write(fmt.Sprintf("agents/agent-%02d/agent.md", i), fmt.Sprintf("---\ndescription: Agent %d.\nagentType: %s\nrunner: runner-%d\n---\nYou are agent %d of the widgets factory. Do the work the request describes, with tests.\n", i, kind, i%5, i))
+		write(fmt.Sprintf("agents/agent-%02d/skills/own-%02d/SKILL.md", i, i), fmt.Sprintf("---\nname: own-%02d\ndescription: Agent %d's own conventions.\n---\nWrite small commits.\n", i, i))
+	}
+	for i := 0; i < 10; i++ {
+		write(fmt.Sprintf("skills/shared-%02d/SKILL.md", i), fmt.Sprintf("---\nname: shared-%02d\ndescription: Shared skill %d.\n---\nBranches are factory/<issue>.\n", i, i))
+	}
+	for i := 0; i < n; i++ {
+		write(fmt.Sprintf("webhooks/hook-%03d.yaml", i), "authMode: signature\nsignatureScheme: standard_webhooks\nsecretName: hooks\ndeliveryIdHeader: X-Event-Id\n")
+	}
+	for i := 0; i < m; i++ {
+		trigger := fmt.Sprintf("  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [wh_0000000000000000%04d]\n      payload:\n        action: [opened, reopened]\n        issue:\n          labels: {name: [bug]}\n", i%max(n, 1))
+		if i%2 == 1 {
+			trigger = "  - provider: github\n    event: issue_labeled\n    filter:\n      repos: [acme/widgets]\n      labels: [factory-ready]\n      authors: {not_in: [dependabot]}\n"
+		}
+		write(fmt.Sprintf("automations/auto-%04d/automation.md", i), fmt.Sprintf("---\nagent: agent-%02d\ntriggers:\n%s---\nHandle request %d of acme/widgets: read the event, decide, act, and report.\n", i%20, trigger, i))
+	}
+}
