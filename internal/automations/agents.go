@@ -16,21 +16,39 @@ import (
 // harness no environment of the server runs (docs/spec/v1alpha1.md).
 const CodeHarnessNotConfigured = "harness_not_configured"
 
-// agentRun is what an automation's agent adds to a run it starts.
-type agentRun struct {
-	prompt      string // the agent's prompt, to go before the automation's
+// AgentRun is what a factory's agent adds to a run it executes.
+type AgentRun struct {
+	prompt      string // the agent's prompt, to go before the run's own
 	environment string
 	setup       *factory.RunSetup
 	files       map[string][]byte
 	fail        *factory.StatusMessage
 }
 
-// agentOf resolves the agent that runs an automation (its agent, else the
-// foreman) and its execution settings, defaults ← agent ← automation
-// (docs/spec/v1alpha1.md): the harness picks the environment, the runner
-// gives the setup commands, and the skills the agent sees are laid out in
-// the workspace. A factory without agents (the flat layout) gives nil.
-func agentOf(s *store.Store, runs *runtime.Manager, f *factory.Factory, a *factory.Automation) (*agentRun, error) {
+// Name is the agent's name.
+func (o *AgentRun) Name() string { return o.setup.Agent }
+
+// Apply makes req a run of the agent: the agent's prompt, then a "---"
+// line, then req's prompt; the agent's environment unless req names one;
+// its setup (skills, runner commands, harness settings); and the failure
+// of a harness no environment runs.
+func (o *AgentRun) Apply(req *runtime.CreateRequest) {
+	if p := strings.TrimSpace(o.prompt); p != "" {
+		req.Prompt = p + "\n\n---\n\n" + req.Prompt
+	}
+	if req.Environment == "" {
+		req.Environment = o.environment
+	}
+	req.Setup, req.SetupFiles, req.FailWith = o.setup, o.files, o.fail
+}
+
+// ResolveAgent resolves the agent that runs a piece of work (the named
+// agent, else the foreman) and its execution settings, defaults ← agent ←
+// over (docs/spec/v1alpha1.md): the harness picks the environment, the
+// runner gives the setup commands, and the skills the agent sees are laid
+// out in the workspace. A factory without agents (the flat layout) gives
+// nil.
+func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
 	res, err := s.Resources(f.Name, "")
 	if err != nil {
 		return nil, err
@@ -42,7 +60,7 @@ func agentOf(s *store.Store, runs *runtime.Manager, f *factory.Factory, a *facto
 		}
 		byKind[r.Kind][r.Key] = r
 	}
-	agent, spec, err := pickAgent(byKind[factory.ResourceAgent], a.Spec.Agent)
+	agent, spec, err := pickAgent(byKind[factory.ResourceAgent], name)
 	if agent == nil || err != nil {
 		return nil, err
 	}
@@ -51,10 +69,10 @@ func agentOf(s *store.Store, runs *runtime.Manager, f *factory.Factory, a *facto
 		ex = *f.Settings.AgentDefaults
 	}
 	ex = ex.Resolve(spec.ExecSettings)
-	if a.Spec.Exec != nil {
-		ex = ex.Resolve(*a.Spec.Exec)
+	if over != nil {
+		ex = ex.Resolve(*over)
 	}
-	out := &agentRun{prompt: agent.Body, files: map[string][]byte{},
+	out := &AgentRun{prompt: agent.Body, files: map[string][]byte{},
 		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner}}
 	if rn := byKind[factory.ResourceRunner][ex.Runner]; rn != nil {
 		var rs factory.RunnerSpec
@@ -89,7 +107,7 @@ func pickAgent(agents map[string]*factory.Resource, name string) (*factory.Resou
 
 // addSkills lays out the skills the agent sees: every shared skill, then
 // the agent's own (which win over a shared one of the same name).
-func (o *agentRun) addSkills(skills map[string]*factory.Resource, agent string) {
+func (o *AgentRun) addSkills(skills map[string]*factory.Resource, agent string) {
 	for _, key := range sortedKeys(skills) {
 		owner, name, own := strings.Cut(key, "/")
 		if own && owner != agent {
@@ -110,14 +128,14 @@ func (o *agentRun) addSkills(skills map[string]*factory.Resource, agent string) 
 	}
 }
 
-func (o *agentRun) add(p string, data []byte) {
+func (o *AgentRun) add(p string, data []byte) {
 	o.setup.Files = append(o.setup.Files, p)
 	o.files[p] = data
 }
 
 // pickEnvironment maps the harness to an environment; an unmapped harness
 // fails the run with a clear code rather than falling back silently.
-func (o *agentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSettings) {
+func (o *AgentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSettings) {
 	h := o.setup.Harness
 	if h == nil || runs == nil {
 		return

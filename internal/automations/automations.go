@@ -363,20 +363,14 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 		DeliveryID:                d.ID,
 		Attachments:               []runtime.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: body}},
 	}
-	ag, err := agentOf(e.Store, e.Runs, f, a)
+	req.Prompt = prompt
+	ag, err := ResolveAgent(e.Store, e.Runs, f, a.Spec.Agent, a.Spec.Exec)
 	if err != nil {
 		return req, fmt.Errorf("automation %s: %w", a.Key, err)
 	}
 	if ag != nil {
-		if p := strings.TrimSpace(ag.prompt); p != "" {
-			prompt = p + "\n\n---\n\n" + prompt
-		}
-		if req.Environment == "" {
-			req.Environment = ag.environment
-		}
-		req.Setup, req.SetupFiles, req.FailWith = ag.setup, ag.files, ag.fail
+		ag.Apply(&req)
 	}
-	req.Prompt = prompt
 	return req, nil
 }
 

@@ -331,7 +331,7 @@ func checkSecret(p *Plan, w *schema.Webhook, cur *factory.State) schema.Diagnost
 	}
 	if w.AuthMode == factory.AuthURLToken && !sec.URLSafe {
 		return schema.Diagnostics{w.Doc.Diag(schema.Error, "/secretName",
-			fmt.Sprintf("secret %q is not URL-safe: a url_token secret is at least 32 of A-Z a-z 0-9 _ - (rotate it, or use factory secrets create --url-safe)", w.SecretName))}
+			fmt.Sprintf("secret %q is not URL-safe: a url_token secret is at least 32 of A-Z a-z 0-9 - . _ ~ (rotate it, or use factory secrets create --url-safe)", w.SecretName))}
 	}
 	return nil
 }

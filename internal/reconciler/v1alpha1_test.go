@@ -249,3 +249,28 @@ func rewriteWant(t *testing.T, file string, got []string) {
 		t.Fatal(err)
 	}
 }
+
+// The bundled examples stay valid: the v1alpha1 one uses no extension, and
+// --strict finds the flat one's nine.
+func TestBundledExamples(t *testing.T) {
+	for _, ex := range []struct {
+		dir        string
+		extensions int
+	}{{"../../examples/v1alpha1", 0}, {"../../examples/factory", 9}} {
+		c, err := reconciler.Check(context.Background(), reconciler.DirSource{Root: ex.dir}, "example", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := diagLines(c.Plan.Diagnostics, schema.Error); len(errs) > 0 {
+			t.Fatalf("%s: %s", ex.dir, strings.Join(errs, "\n"))
+		}
+		for _, w := range diagLines(c.Plan.Diagnostics, schema.Warning) {
+			if !strings.Contains(w, "is not checked: this dry-run has no state") {
+				t.Errorf("%s: unexpected warning %s", ex.dir, w)
+			}
+		}
+		if n := c.Strict(); n != ex.extensions {
+			t.Errorf("%s: %d uses of extensions, want %d:\n%s", ex.dir, n, ex.extensions, strings.Join(diagLines(c.Plan.Diagnostics, schema.Error), "\n"))
+		}
+	}
+}

@@ -307,7 +307,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		r.ParentRunID = r.Ancestors[0]
 	}
 	if r.Title == "" {
-		r.Title = titleOf(req.Prompt)
+		r.Title = TitleOf(req.Prompt)
 	}
 	seen := map[string]bool{}
 	for _, a := range req.Attachments {
@@ -447,7 +447,9 @@ func (m *Manager) handOver(ws string, runAs *syscall.Credential) error {
 	})
 }
 
-func titleOf(prompt string) string {
+// TitleOf is the title of a run given none: its prompt's first line,
+// without Markdown heading marks, at most 80 bytes.
+func TitleOf(prompt string) string {
 	line := strings.TrimSpace(prompt)
 	if i := strings.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]

@@ -118,7 +118,7 @@ func checkValue(value []byte, requireURLSafe bool, gen func() []byte) (v, genera
 	case len(value) > MaxValueBytes:
 		return nil, nil, fmt.Errorf("%w: the value is over %d bytes", ErrInvalid, MaxValueBytes)
 	case requireURLSafe && !URLSafe(value):
-		return nil, nil, fmt.Errorf("%w: the value is not URL-safe: use at least 32 of A-Z a-z 0-9 _ -", ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: the value is not URL-safe: use at least 32 of A-Z a-z 0-9 - . _ ~", ErrInvalid)
 	}
 	return value, nil, nil
 }

@@ -105,7 +105,7 @@ func (k *Keyring) Open(name string, sealed []byte) ([]byte, error) {
 	return v, nil
 }
 
-var urlSafe = regexp.MustCompile(`^[A-Za-z0-9_-]{32,}$`)
+var urlSafe = regexp.MustCompile(`^[A-Za-z0-9._~-]{32,}$`)
 
 // URLSafe reports whether a value can be a url_token secret (docs/spec/definitions.md).
 func URLSafe(v []byte) bool { return urlSafe.Match(v) }

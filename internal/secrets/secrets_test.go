@@ -65,9 +65,14 @@ func TestGenerated(t *testing.T) {
 	if !strings.HasPrefix(sw, "whsec_") || err != nil || len(raw) != 32 {
 		t.Fatalf("standard webhooks secret %q", sw)
 	}
-	for _, v := range []string{"short", "has space and is long enough to pass length", strings.Repeat("a", 31)} {
+	for _, v := range []string{"short", "has space and is long enough to pass length", strings.Repeat("a", 31),
+		strings.Repeat("a", 32) + "/", strings.Repeat("a", 32) + "%2F", strings.Repeat("a", 32) + "+"} {
 		if secrets.URLSafe([]byte(v)) {
 			t.Fatalf("%q counted as URL-safe", v)
 		}
+	}
+	// The v1alpha1 charset: letters, digits and - . _ ~ (docs/spec/v1alpha1.md).
+	if v := "Abc-def.ghi_jkl~0123456789abcdefghij"; !secrets.URLSafe([]byte(v)) {
+		t.Fatalf("%q refused", v)
 	}
 }

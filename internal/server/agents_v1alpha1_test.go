@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -43,7 +44,7 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	writeTree(t, root, map[string]string{
 		"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\n" +
 			"agentDefaults:\n  model: fast-model\n  runner: prep\n",
-		"agents/foreman/agent.md":                          "---\nagentType: FOREMAN\n---\nYou are the foreman of acme.\n",
+		"agents/lead/agent.md":                             "---\nagentType: FOREMAN\n---\nYou are the foreman of acme.\n",
 		"agents/builder/agent.md":                          "---\nrunner: broken\nharness:\n  type: oz\n  model: big-model\n---\nYou are the builder.\n",
 		"agents/reviewer/agent.md":                         "---\nharness:\n  type: codex\n  reasoningLevel: high\n---\nYou review.\n",
 		"agents/builder/skills/release-notes/SKILL.md":     "---\nname: release-notes\ndescription: Notes.\n---\nOne line per change.\n",
@@ -96,9 +97,32 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	checkForemanRun(t, run("by-foreman"), read)
 	checkSetupFailed(t, run("by-builder"), read)
 	r := run("by-reviewer")
+	var err error
 	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "harness_not_configured" ||
 		!strings.Contains(r.StatusMessage.Message, "codex") {
 		t.Fatalf("an unmapped harness: %s %+v", r.State, r.StatusMessage)
+	}
+
+	// A run dispatched to the factory is its foreman's.
+	a := post(t, h.url+"/v1/factory/"+h.status("acme").UID+"/runs", "", `{"prompt":"Ship the release notes."}`, "Authorization", "Bearer "+adminKey)
+	var d struct {
+		Foreman string `json:"foreman_agent"`
+		RunID   string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &d); err != nil || a.status != 200 || d.Foreman != "lead" {
+		t.Fatalf("dispatch: %d %s", a.status, a.body)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, err = h.store.Run(d.RunID); err == nil && r.State.Terminal() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dispatched run did not finish: %+v", r)
+		}
+	}
+	if r.State != factory.StateSucceeded || r.Title != "Ship the release notes." || !strings.HasPrefix(read(r, "seen.txt"), "You are the foreman of acme.\n") ||
+		read(r, "prepared.txt") != "prepared\n" {
+		t.Fatalf("the dispatched run: %s %q %q", r.State, r.Title, read(r, "seen.txt"))
 	}
 }
 
@@ -112,7 +136,7 @@ func checkForemanRun(t *testing.T, r *factory.Run, read func(*factory.Run, strin
 		read(r, "seen.txt") != r.Prompt {
 		t.Fatalf("the prompt does not start with the agent's: %q", r.Prompt)
 	}
-	if got := read(r, "env.txt"); got != "foreman oz fast-model\n" {
+	if got := read(r, "env.txt"); got != "lead oz fast-model\n" {
 		t.Fatalf("the agent's settings: %q", got)
 	}
 	if got := read(r, "skills.txt"); got != "house-style\n" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"factory"
+	"factory/internal/automations"
 	"factory/internal/cursor"
 	"factory/internal/runtime"
 )
@@ -104,6 +105,18 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 	if key := callerKey(r); key != nil {
 		req.Creator = apiKeyCreator(key)
 	}
+	foreman := foremanAgent
+	ag, err := automations.ResolveAgent(s.store, s.cfg.Runs, f, "", nil)
+	if err != nil {
+		return err
+	}
+	if ag != nil { // a factory with agents: the run is its foreman's
+		if req.Title == "" {
+			req.Title = runtime.TitleOf(q.Prompt)
+		}
+		ag.Apply(&req)
+		foreman = ag.Name()
+	}
 	run, err := s.cfg.Runs.Create(req)
 	if err != nil {
 		return err
@@ -112,11 +125,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 	if ticket == "" {
 		ticket = "api:" + run.ID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"factory_uid": f.UID, "foreman_agent": foremanAgent, "run_id": run.ID,
+	writeJSON(w, http.StatusOK, map[string]any{"factory_uid": f.UID, "foreman_agent": foreman, "run_id": run.ID,
 		"state": run.State, "ticket_ref": ticket, "run_url": fmt.Sprintf("%s/v1/agent/runs/%s", strings.TrimRight(s.cfg.PublicURL, "/"), run.ID)})
 	return nil
 }
 
-// foremanAgent names the agent a dispatch goes to: the foreman, until
-// factories define agents of their own.
+// foremanAgent names the agent a dispatch goes to in a factory that
+// defines no agents (the flat layout); otherwise it is its foreman's name.
 const foremanAgent = "foreman"
