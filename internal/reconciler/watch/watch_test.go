@@ -70,3 +70,33 @@ func TestDirSignals(t *testing.T) {
 	os.Remove(filepath.Join(root, "webhooks", "a.yaml"))
 	expectSignal(t, ch, "a deletion")
 }
+
+// The v1alpha1 layout nests definitions: folders made at any depth inside
+// a known folder, after start or before, are watched; others are not.
+func TestNestedFolders(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "agents", "lead"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ch := start(t, root)
+	os.WriteFile(filepath.Join(root, "agents", "lead", "agent.md"), []byte("---\n---\n"), 0o644)
+	expectSignal(t, ch, "a write in a folder that existed at start")
+	expectQuiet(t, ch, "one write")
+
+	deep := filepath.Join(root, "agents", "builder", "skills", "notes")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expectSignal(t, ch, "making agents/builder/skills/notes")
+	time.Sleep(100 * time.Millisecond) // the new folders are added as their creation is seen
+	os.WriteFile(filepath.Join(deep, "SKILL.md"), []byte("x\n"), 0o644)
+	expectSignal(t, ch, "a write three folders below one made after start")
+	expectQuiet(t, ch, "one write")
+
+	if err := os.MkdirAll(filepath.Join(root, "docs", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expectSignal(t, ch, "making docs/ (the root is watched)")
+	os.WriteFile(filepath.Join(root, "docs", "deep", "x.md"), []byte("x\n"), 0o644)
+	expectQuiet(t, ch, "a write in a folder that is not the factory's")
+}
