@@ -3,8 +3,9 @@ package automations
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"factory"
@@ -89,7 +90,7 @@ func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, nam
 // pickAgent returns the automation's agent, or the foreman when it names
 // none; nil when the factory has no agents.
 func pickAgent(agents map[string]*factory.Resource, name string) (*factory.Resource, *factory.AgentSpec, error) {
-	for _, key := range sortedKeys(agents) {
+	for _, key := range slices.Sorted(maps.Keys(agents)) {
 		r := agents[key]
 		var spec factory.AgentSpec
 		if err := json.Unmarshal(r.Spec, &spec); err != nil {
@@ -108,7 +109,7 @@ func pickAgent(agents map[string]*factory.Resource, name string) (*factory.Resou
 // addSkills lays out the skills the agent sees: every shared skill, then
 // the agent's own (which win over a shared one of the same name).
 func (o *AgentRun) addSkills(skills map[string]*factory.Resource, agent string) {
-	for _, key := range sortedKeys(skills) {
+	for _, key := range slices.Sorted(maps.Keys(skills)) {
 		owner, name, own := strings.Cut(key, "/")
 		if own && owner != agent {
 			continue
@@ -122,7 +123,7 @@ func (o *AgentRun) addSkills(skills map[string]*factory.Resource, agent string) 
 		r := skills[key]
 		dir := path.Join(factory.SkillsDirInWorkspace, name)
 		o.add(path.Join(dir, factory.SkillFile), []byte(r.Body))
-		for _, p := range sortedKeys(r.Files) {
+		for _, p := range slices.Sorted(maps.Keys(r.Files)) {
 			o.add(path.Join(dir, p), r.Files[p])
 		}
 	}
@@ -148,13 +149,4 @@ func (o *AgentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSetting
 		return
 	}
 	o.environment = env
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

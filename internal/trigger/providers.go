@@ -2,8 +2,8 @@ package trigger
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/robfig/cron/v3"
@@ -108,12 +108,12 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 	if len(t.Filter.Payload) > 0 && !p.payload {
 		out = append(out, Problem{Pointer: "/filter/payload", Message: fmt.Sprintf("%s triggers take no payload filter", t.Provider)})
 	}
-	for _, key := range sortedKeys(t.Filter.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(t.Filter.Keys)) {
 		events, known := p.keys[key]
 		switch {
 		case !known:
 			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("unknown filter key %q for provider %s%s%s",
-				key, t.Provider, keyList(p.keys), suggest(key, sortedKeys(p.keys)))})
+				key, t.Provider, keyList(p.keys), suggest(key, slices.Sorted(maps.Keys(p.keys))))})
 		case t.Provider == factory.ProviderGitHub && key == "paths" && t.Event != "push":
 			out = append(out, Problem{Pointer: "/filter/paths", Warning: true,
 				Message: fmt.Sprintf("paths never matches %s: a pull request's payload lists no files (only push events do)", t.Event)})
@@ -132,16 +132,7 @@ func keyList(keys map[string][]string) string {
 	if len(keys) == 0 {
 		return " (it takes none)"
 	}
-	return " (it takes " + strings.Join(sortedKeys(keys), ", ") + ")"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return " (it takes " + strings.Join(slices.Sorted(maps.Keys(keys)), ", ") + ")"
 }
 
 // cronParser reads five fields or a descriptor (@hourly, @every 90s).
