@@ -142,6 +142,11 @@ type RunSetup struct {
 	// Files are the skills' files, by path in the workspace
 	// (.agents/skills/<skill>/...); their bytes are stored with the run.
 	Files []string `json:"files,omitempty"`
+	// Secrets are the managed secrets granted to the agent (factory-wide,
+	// then the resolved execution settings', then the harness's auth),
+	// by name: their values are read when the run starts, never stored
+	// with it.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // SkillsDirInWorkspace is where a run's skills are laid out: the folder

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"factory/internal/runtime"
+	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/store"
 )
@@ -42,7 +43,7 @@ type environmentConfig struct {
 
 // runManager builds the run manager of a server from its configuration:
 // the environments it defines, or the built-in demo environment.
-func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slog.Logger) (*runtime.Manager, error) {
+func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger) (*runtime.Manager, error) {
 	var rc runtimeConfig
 	if len(cfg.Runtime) > 0 {
 		if err := json.Unmarshal(cfg.Runtime, &rc); err != nil {
@@ -111,7 +112,8 @@ func runManager(cfg *server.FileConfig, s *store.Store, dataDir string, log *slo
 		return nil, err
 	}
 	return runtime.NewManager(runtime.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
-		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses}), nil
+		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
+		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }}), nil
 }
 
 // selfPath is this binary, as an absolute path: runs execute in their

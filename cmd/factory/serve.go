@@ -142,7 +142,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	runs, err := runManager(cfg, s, a.dataDir(), log)
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -210,15 +210,11 @@ func factorySource(fc server.FactoryConfig, s *store.Store, kr *secrets.Keyring,
 		if fc.SecretRef != "" {
 			name := fc.SecretRef
 			src.Credential = func() ([]byte, error) {
-				sec, err := s.Secret(name)
+				v, err := secrets.Current(s, kr, name)
 				if err != nil {
-					return nil, fmt.Errorf("git credential: secret %q: %w", name, err)
+					return nil, fmt.Errorf("git credential: %w", err)
 				}
-				sealed, err := s.SealedSecret(name, sec.Version)
-				if err != nil {
-					return nil, err
-				}
-				return kr.Open(name, sealed)
+				return v, nil
 			}
 		}
 		name, err := factoryName(fc.Name, namedSource{src, repoName(fc.Source)}, known)

@@ -83,6 +83,7 @@ func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, nam
 		out.setup.SetupCommands = rs.SetupCommands
 	}
 	out.addSkills(byKind[factory.ResourceSkill], agent.Key)
+	out.setup.Secrets = grantedSecrets(f.Settings.Secrets, ex)
 	out.pickEnvironment(runs, ex)
 	return out, nil
 }
@@ -149,4 +150,26 @@ func (o *AgentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSetting
 		return
 	}
 	o.environment = env
+}
+
+// grantedSecrets are the managed secrets a run's agent gets: the factory's
+// (always), the resolved settings' own, and the harness's credential, each
+// once, in that order.
+func grantedSecrets(factoryWide []string, ex factory.ExecSettings) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(names ...string) {
+		for _, n := range names {
+			if n != "" && !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	add(factoryWide...)
+	add(ex.Secrets...)
+	if h := ex.Harness; h != nil && h.Auth != nil && h.Auth.Source == "managedSecret" {
+		add(h.Auth.SecretName)
+	}
+	return out
 }

@@ -106,6 +106,7 @@ var planSteps = []struct {
 	{"webhooks", (*planner).webhooks},
 	{"automations", (*planner).automations},
 	{"resources", (*planner).resources},
+	{"granted secrets", (*planner).grantedSecrets},
 	{"selectors", (*planner).selectorsOf},
 	{"renames", (*planner).renames},
 }

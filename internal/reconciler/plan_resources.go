@@ -3,6 +3,7 @@ package reconciler
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -87,4 +88,43 @@ func rawMap(b json.RawMessage) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(b, &m)
 	return m
+}
+
+// grantedSecrets warns, with state, about each managed secret that the
+// factory, its agent defaults, an agent or an automation grants to runs
+// (secrets, or a harness's managedSecret auth) and that does not exist:
+// runs of those agents fail (secret_unavailable) until it is created.
+func (pl *planner) grantedSecrets() {
+	if pl.plan.Stateless {
+		return
+	}
+	check := func(doc *schema.Document, ptr string, ex *factory.ExecSettings, names []string) {
+		for i, n := range names {
+			if pl.cur.Secrets[n] == nil {
+				pl.plan.Diagnostics = append(pl.plan.Diagnostics, doc.Diag(schema.Warning, fmt.Sprintf("%s/secrets/%d", ptr, i),
+					fmt.Sprintf("secret %q does not exist: runs granted it fail until it is created (factory secrets create %s --from-stdin)", n, n)))
+			}
+		}
+		if ex != nil && ex.Harness != nil && ex.Harness.Auth != nil && ex.Harness.Auth.SecretName != "" && pl.cur.Secrets[ex.Harness.Auth.SecretName] == nil {
+			n := ex.Harness.Auth.SecretName
+			pl.plan.Diagnostics = append(pl.plan.Diagnostics, doc.Diag(schema.Warning, ptr+"/harness/auth/secretName",
+				fmt.Sprintf("secret %q does not exist: runs on this harness fail until it is created (factory secrets create %s --from-stdin)", n, n)))
+		}
+	}
+	if doc := pl.d.SettingsDoc; doc != nil {
+		check(doc, "", nil, pl.d.Settings.Secrets)
+		if d := pl.d.Settings.AgentDefaults; d != nil {
+			check(doc, "/agentDefaults", d, d.Secrets)
+		}
+	}
+	for _, a := range pl.d.Resources[factory.ResourceAgent] {
+		if ex := schema.ExecFrom(a.Value); ex != nil {
+			check(a.Doc, "", ex, ex.Secrets)
+		}
+	}
+	for _, a := range pl.d.Automations {
+		if a.Exec != nil {
+			check(a.Doc, "", a.Exec, a.Exec.Secrets)
+		}
+	}
 }

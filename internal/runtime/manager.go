@@ -47,6 +47,9 @@ type Config struct {
 	Log                *slog.Logger
 	// Finished, when set, is told the state each turn ends in (metrics).
 	Finished func(state factory.RunState)
+	// SecretValue reads a managed secret granted to a run (RunSetup.Secrets);
+	// nil grants none.
+	SecretValue func(name string) ([]byte, error)
 	// Harnesses maps an agent's harness type (oz, claude, codex, gemini)
 	// to the environment that runs it; oz defaults to DefaultEnvironment.
 	Harnesses map[string]string
@@ -555,14 +558,11 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		}
 		return
 	}
-	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, append(env.Env, setupEnv(r.Setup)...), env.RunAs
-	if firstTurn {
-		if res, ok := m.runSetup(ctx, r, turn, func(e Event) { m.report(id, e) }); !ok {
-			if err := m.finish(id, res, res.State == factory.StateError); err != nil {
-				m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
-			}
-			return
+	if res, ok := m.prepareTurn(ctx, r, &turn, env, firstTurn); !ok {
+		if err := m.finish(id, res, res.State == factory.StateError); err != nil {
+			m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 		}
+		return
 	}
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
 	if res.Stderr != "" {
@@ -576,6 +576,21 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	if err := m.finish(id, res, res.State == factory.StateError); err != nil {
 		m.cfg.Log.Error("recording the end of a run", "run", id, "err", err)
 	}
+}
+
+// prepareTurn gives a turn its environment (the environment's, the agent's
+// settings, the secrets granted to it) and, before a run's first turn,
+// runs its runner's setup commands. ok false ends the run with res.
+func (m *Manager) prepareTurn(ctx context.Context, r *factory.Run, turn *Turn, env Environment, firstTurn bool) (res Result, ok bool) {
+	granted, res, ok := m.grants(r.Setup)
+	if !ok {
+		return res, false
+	}
+	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, slices.Concat(env.Env, setupEnv(r.Setup), granted), env.RunAs
+	if !firstTurn {
+		return Result{}, true
+	}
+	return m.runSetup(ctx, r, *turn, func(e Event) { m.report(r.ID, e) })
 }
 
 // OutputDir is a run's output folder ($FACTORY_OUTPUT_DIR), beside its

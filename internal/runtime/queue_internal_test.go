@@ -89,3 +89,12 @@ func TestQueueHoldsARunOnce(t *testing.T) {
 		t.Fatalf("next %q %v, want run_a", id, ok)
 	}
 }
+
+func TestEnvName(t *testing.T) {
+	for in, want := range map[string]string{"GH_TOKEN": "GH_TOKEN", "gh_token": "gh_token", "deploy.key": "DEPLOY_KEY",
+		"api-key-2": "API_KEY_2", "2fa": "_2FA", "x": "x"} {
+		if got := EnvName(in); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

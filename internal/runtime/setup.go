@@ -153,3 +153,57 @@ func (m *Manager) runSetup(ctx context.Context, r *factory.Run, t Turn, events f
 	}
 	return Result{}, true
 }
+
+// CodeSecretUnavailable is the error code of a run whose granted secret
+// cannot be read (it does not exist, or does not open).
+const CodeSecretUnavailable = "secret_unavailable"
+
+// grants reads the managed secrets granted to a run, as NAME=value for
+// the agent's environment (a name that cannot be a variable's is upper
+// cased, with other characters as '_'). A secret that cannot be read ends
+// the run FAILED, naming it; values are never logged or stored.
+func (m *Manager) grants(s *factory.RunSetup) ([]string, Result, bool) {
+	if s == nil || len(s.Secrets) == 0 {
+		return nil, Result{}, true
+	}
+	var env []string
+	for _, name := range s.Secrets {
+		var v []byte
+		err := errors.New("this server grants no secrets to runs")
+		if m.cfg.SecretValue != nil {
+			v, err = m.cfg.SecretValue(name)
+		}
+		if err == nil && strings.IndexByte(string(v), 0) >= 0 {
+			err = errors.New("its value holds a NUL byte, which an environment variable cannot")
+		}
+		if err != nil {
+			return nil, Result{State: factory.StateFailed, Code: CodeSecretUnavailable,
+				Message: fmt.Sprintf("secret %s is granted to agent %s but cannot be read: %v (factory secrets create %s)", name, s.Agent, err, name)}, false
+		}
+		env = append(env, EnvName(name)+"="+string(v))
+	}
+	return env, Result{}, true
+}
+
+// EnvName is the environment variable a granted secret becomes: its own
+// name when that is a variable's name, else upper cased with every other
+// character as '_' (deploy.key → DEPLOY_KEY).
+func EnvName(secret string) string {
+	ok := secret != "" && !(secret[0] >= '0' && secret[0] <= '9')
+	for _, c := range secret {
+		ok = ok && (c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+	}
+	if ok {
+		return secret
+	}
+	out := []byte(strings.ToUpper(secret))
+	for i, c := range out {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			out[i] = '_'
+		}
+	}
+	if len(out) == 0 || out[0] >= '0' && out[0] <= '9' {
+		out = append([]byte{'_'}, out...)
+	}
+	return string(out)
+}

@@ -132,3 +132,18 @@ func put(s *store.Store, kr *Keyring, sec *factory.Secret, value []byte) error {
 	b.PutSecret(sec, sealed)
 	return b.Commit()
 }
+
+// Current opens the value of a secret's current version: for a credential
+// read at each use (a git source's token, a run's granted secrets), so that
+// a rotation takes effect at once.
+func Current(s *store.Store, kr *Keyring, name string) ([]byte, error) {
+	sec, err := s.Secret(name)
+	if err != nil {
+		return nil, fmt.Errorf("secret %q: %w", name, err)
+	}
+	sealed, err := s.SealedSecret(name, sec.Version)
+	if err != nil {
+		return nil, err
+	}
+	return kr.Open(name, sealed)
+}

@@ -14,6 +14,7 @@ import (
 	"factory"
 	"factory/internal/reconciler"
 	"factory/internal/runtime"
+	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/store"
 )
@@ -42,9 +43,10 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\n" +
+		"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\nsecrets: [GH_TOKEN]\n" +
 			"agentDefaults:\n  model: fast-model\n  runner: prep\n",
-		"agents/lead/agent.md":                             "---\nagentType: FOREMAN\n---\nYou are the foreman of acme.\n",
+		"agents/auditor/agent.md":                          "---\nsecrets: [not-created]\n---\nYou audit.\n",
+		"agents/lead/agent.md":                             "---\nagentType: FOREMAN\nsecrets: [deploy.key]\n---\nYou are the foreman of acme.\n",
 		"agents/builder/agent.md":                          "---\nrunner: broken\nharness:\n  type: oz\n  model: big-model\n---\nYou are the builder.\n",
 		"agents/reviewer/agent.md":                         "---\nharness:\n  type: codex\n  reasoningLevel: high\n---\nYou review.\n",
 		"agents/builder/skills/release-notes/SKILL.md":     "---\nname: release-notes\ndescription: Notes.\n---\nOne line per change.\n",
@@ -56,15 +58,25 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 		"agents/builder/skills/release-notes/template.txt": "## Changes\n",
 	})
 	var manager *runtime.Manager
-	agent := `cat PROMPT.md > seen.txt; echo "$FACTORY_AGENT $FACTORY_HARNESS $FACTORY_MODEL" > env.txt; ls .agents/skills > skills.txt`
+	agent := `cat PROMPT.md > seen.txt; echo "$FACTORY_AGENT $FACTORY_HARNESS $FACTORY_MODEL $GH_TOKEN $DEPLOY_KEY" > env.txt; ls .agents/skills > skills.txt`
 	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		kr, err := secrets.LoadKeyring(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, value := range map[string]string{"GH_TOKEN": "gh-123", "deploy.key": "dk-456"} {
+			if _, _, err := secrets.Create(s, kr, name, []byte(value), false, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		manager = runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", agent}}}}})
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", agent}}}},
+			SecretValue:  func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }})
 		return manager
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 	ctx := context.Background()
 	ci := h.hook("ci")
-	for name, agent := range map[string]string{"by-foreman": "", "by-builder": "builder", "by-reviewer": "reviewer"} {
+	for name, agent := range map[string]string{"by-foreman": "", "by-builder": "builder", "by-reviewer": "reviewer", "by-auditor": "auditor"} {
 		front := "---\n"
 		if agent != "" {
 			front += "agent: " + agent + "\n"
@@ -103,6 +115,12 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 		t.Fatalf("an unmapped harness: %s %+v", r.State, r.StatusMessage)
 	}
 
+	r = run("by-auditor")
+	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != runtime.CodeSecretUnavailable ||
+		!strings.Contains(r.StatusMessage.Message, "not-created") || read(r, "seen.txt") != "" {
+		t.Fatalf("a granted secret that does not exist: %s %+v", r.State, r.StatusMessage)
+	}
+
 	// A run dispatched to the factory is its foreman's.
 	a := post(t, h.url+"/v1/factory/"+h.status("acme").UID+"/runs", "", `{"prompt":"Ship the release notes."}`, "Authorization", "Bearer "+adminKey)
 	var d struct {
@@ -136,7 +154,7 @@ func checkForemanRun(t *testing.T, r *factory.Run, read func(*factory.Run, strin
 		read(r, "seen.txt") != r.Prompt {
 		t.Fatalf("the prompt does not start with the agent's: %q", r.Prompt)
 	}
-	if got := read(r, "env.txt"); got != "lead oz fast-model\n" {
+	if got := read(r, "env.txt"); got != "lead oz fast-model gh-123 dk-456\n" {
 		t.Fatalf("the agent's settings: %q", got)
 	}
 	if got := read(r, "skills.txt"); got != "house-style\n" {
