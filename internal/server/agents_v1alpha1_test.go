@@ -109,7 +109,6 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	checkForemanRun(t, run("by-foreman"), read)
 	checkSetupFailed(t, run("by-builder"), read)
 	r := run("by-reviewer")
-	var err error
 	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "harness_not_configured" ||
 		!strings.Contains(r.StatusMessage.Message, "codex") {
 		t.Fatalf("an unmapped harness: %s %+v", r.State, r.StatusMessage)
@@ -120,8 +119,12 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 		!strings.Contains(r.StatusMessage.Message, "not-created") || read(r, "seen.txt") != "" {
 		t.Fatalf("a granted secret that does not exist: %s %+v", r.State, r.StatusMessage)
 	}
+	checkDispatch(t, h, read)
+}
 
-	// A run dispatched to the factory is its foreman's.
+// checkDispatch: a run dispatched to the factory is its foreman's.
+func checkDispatch(t *testing.T, h *harness, read func(*factory.Run, string) string) {
+	t.Helper()
 	a := post(t, h.url+"/v1/factory/"+h.status("acme").UID+"/runs", "", `{"prompt":"Ship the release notes."}`, "Authorization", "Bearer "+adminKey)
 	var d struct {
 		Foreman string `json:"foreman_agent"`
@@ -130,6 +133,8 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.body), &d); err != nil || a.status != 200 || d.Foreman != "lead" {
 		t.Fatalf("dispatch: %d %s", a.status, a.body)
 	}
+	var r *factory.Run
+	var err error
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if r, err = h.store.Run(d.RunID); err == nil && r.State.Terminal() {
 			break
