@@ -33,6 +33,23 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// agentsTree is the factory of TestAgentRunsFromV1Alpha1Tree.
+var agentsTree = map[string]string{
+	"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\nsecrets: [GH_TOKEN]\n" +
+		"agentDefaults:\n  model: fast-model\n  runner: prep\n",
+	"agents/auditor/agent.md":                          "---\nsecrets: [not-created]\n---\nYou audit.\n",
+	"agents/lead/agent.md":                             "---\nagentType: FOREMAN\nsecrets: [deploy.key]\n---\nYou are the foreman of acme.\n",
+	"agents/builder/agent.md":                          "---\nrunner: broken\nharness:\n  type: oz\n  model: big-model\n---\nYou are the builder.\n",
+	"agents/reviewer/agent.md":                         "---\nharness:\n  type: codex\n  reasoningLevel: high\n---\nYou review.\n",
+	"agents/builder/skills/release-notes/SKILL.md":     "---\nname: release-notes\ndescription: Notes.\n---\nOne line per change.\n",
+	"skills/house-style/SKILL.md":                      "---\nname: house-style\ndescription: Style.\n---\nBranches are factory/<issue>.\n",
+	"skills/house-style/scripts/check.sh":              "exit 0\n",
+	"runners/prep.yaml":                                "setupCommands:\n  - echo prepared > prepared.txt\n  - test -f .agents/skills/house-style/SKILL.md\nplatform:\n  linux:\n    dockerImage: debian:12\n",
+	"runners/broken.yaml":                              "setupCommands:\n  - \"true\"\n  - echo half-way >&2; exit 3\nplatform:\n  linux:\n    dockerImage: debian:12\n",
+	"webhooks/ci.yaml":                                 "authMode: token\n",
+	"agents/builder/skills/release-notes/template.txt": "## Changes\n",
+}
+
 // TestAgentRunsFromV1Alpha1Tree drives a v1alpha1 factory through a real
 // server and real agent processes: a custom-webhook delivery starts a run of
 // the automation's agent (the foreman by default) whose prompt starts with
@@ -42,21 +59,7 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 // environment runs fails the run (harness_not_configured).
 func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
-		"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\nsecrets: [GH_TOKEN]\n" +
-			"agentDefaults:\n  model: fast-model\n  runner: prep\n",
-		"agents/auditor/agent.md":                          "---\nsecrets: [not-created]\n---\nYou audit.\n",
-		"agents/lead/agent.md":                             "---\nagentType: FOREMAN\nsecrets: [deploy.key]\n---\nYou are the foreman of acme.\n",
-		"agents/builder/agent.md":                          "---\nrunner: broken\nharness:\n  type: oz\n  model: big-model\n---\nYou are the builder.\n",
-		"agents/reviewer/agent.md":                         "---\nharness:\n  type: codex\n  reasoningLevel: high\n---\nYou review.\n",
-		"agents/builder/skills/release-notes/SKILL.md":     "---\nname: release-notes\ndescription: Notes.\n---\nOne line per change.\n",
-		"skills/house-style/SKILL.md":                      "---\nname: house-style\ndescription: Style.\n---\nBranches are factory/<issue>.\n",
-		"skills/house-style/scripts/check.sh":              "exit 0\n",
-		"runners/prep.yaml":                                "setupCommands:\n  - echo prepared > prepared.txt\n  - test -f .agents/skills/house-style/SKILL.md\nplatform:\n  linux:\n    dockerImage: debian:12\n",
-		"runners/broken.yaml":                              "setupCommands:\n  - \"true\"\n  - echo half-way >&2; exit 3\nplatform:\n  linux:\n    dockerImage: debian:12\n",
-		"webhooks/ci.yaml":                                 "authMode: token\n",
-		"agents/builder/skills/release-notes/template.txt": "## Changes\n",
-	})
+	writeTree(t, root, agentsTree)
 	var manager *runtime.Manager
 	agent := `cat PROMPT.md > seen.txt; echo "$FACTORY_AGENT $FACTORY_HARNESS $FACTORY_MODEL $GH_TOKEN $DEPLOY_KEY" > env.txt; ls .agents/skills > skills.txt`
 	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
