@@ -49,6 +49,7 @@ const (
 	SourceAPI           = "API"
 	SourceCLI           = "CLI"
 	SourceCustomWebhook = "CUSTOM_WEBHOOK"
+	SourceScheduled     = "SCHEDULED_AGENT"
 )
 
 // legacySources are the spellings of runs stored before the product's:
@@ -116,7 +117,9 @@ type Run struct {
 	// creation, else the run's own.
 	ConversationID string       `json:"conversation_id,omitempty"`
 	Schedule       *RunSchedule `json:"schedule,omitempty"`
-	TriggerURL     string       `json:"trigger_url,omitempty"`
+	// ScheduledAt is the instant a scheduled run fired for.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+	TriggerURL  string     `json:"trigger_url,omitempty"`
 	// Artifacts are what the run produced; ArtifactDigests (what each
 	// was, by its file path or URL) and ArtifactBytes keep a later turn
 	// from reporting the same again and the run within its limits.
@@ -255,6 +258,7 @@ type RunItem struct {
 	ConversationID string       `json:"conversation_id"`
 	AgentSkill     *AgentSkill  `json:"agent_skill,omitempty"`
 	Schedule       *RunSchedule `json:"schedule,omitempty"`
+	ScheduledAt    *time.Time   `json:"scheduled_at,omitempty"`
 	TriggerURL     string       `json:"trigger_url,omitempty"`
 	// SubmittedPrompt is what the agent was given: the prompt with the
 	// automation's envelope, as PROMPT.md holds it.
@@ -279,7 +283,7 @@ func (r *Run) Item() RunItem {
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
 		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
 		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.RootRunID(), ParentRunID: r.ParentRunID,
-		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, TriggerURL: r.TriggerURL,
+		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, ScheduledAt: r.ScheduledAt, TriggerURL: r.TriggerURL,
 		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true}
 	it.Source = SourceName(r.Source)
 	executor := Executor

@@ -134,6 +134,19 @@ type AutomationStatus struct {
 	Agent string `json:"agent,omitempty"`
 	// Triggers are provider/event, with a schedule's cron.
 	Triggers []string `json:"triggers,omitempty"`
+	// Schedules are its schedule triggers: when each fires next, when it
+	// last fired, and why its last attempt failed.
+	Schedules []ScheduleStatus `json:"schedules,omitempty"`
+}
+
+// ScheduleStatus is one schedule in a status.
+type ScheduleStatus struct {
+	ScheduleID   string     `json:"schedule_id"`
+	Name         string     `json:"name"`
+	CronSchedule string     `json:"cron_schedule"`
+	NextFire     *time.Time `json:"next_fire"`
+	LastFire     *time.Time `json:"last_fire"`
+	LastError    string     `json:"last_error,omitempty"`
 }
 
 // DefaultPublicURL is the webhook_base_url before a server has set one:

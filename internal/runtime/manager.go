@@ -148,6 +148,7 @@ type CreateRequest struct {
 	Skill, ConversationID, TriggerURL string
 	Ancestors                         []string
 	Schedule                          *factory.RunSchedule
+	ScheduledAt                       *time.Time
 	// Setup prepares the workspace of a factory agent's run; SetupFiles
 	// are the bytes of its Files, by path in the workspace.
 	Setup      *factory.RunSetup
@@ -302,7 +303,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
-		Schedule: req.Schedule, Setup: req.Setup}
+		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup}
 	if err := putSetupFiles(b, id, req.Setup, req.SetupFiles); err != nil {
 		return nil, false, err
 	}

@@ -24,6 +24,7 @@ import (
 	"factory/internal/problem"
 	"factory/internal/reconciler"
 	"factory/internal/runtime"
+	"factory/internal/schedules"
 	"factory/internal/service"
 	"factory/internal/store"
 )
@@ -76,6 +77,7 @@ type Server struct {
 	ready   chan struct{} // closed when every factory has synced once
 	ingress *ingress.Handler
 	eval    *automations.Evaluator
+	sched   *schedules.Scheduler
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -108,6 +110,8 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Queued
+		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log,
+			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
 	}
 	s.svc.Accepted = accepted
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
@@ -180,7 +184,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			stopRunners()
 			return fmt.Errorf("start the runs: %w", err)
 		}
-		wg.Add(1)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.sched.Run(runCtx)
+		}()
 		go func() {
 			defer wg.Done()
 			s.eval.Run(runCtx)
@@ -396,6 +404,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("POST /hooks/push", handlerFunc(s, s.receivePush))
 	}
 	s.factoryFileRoutes(mux)
+	s.scheduleRoutes(mux)
 	mux.Handle("GET /v1/factories", s.auth(s.listFactories, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(s.getFactory, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("POST /v1/factories/{uid}/sync", admin(s.syncFactory))

@@ -17,6 +17,8 @@ const (
 	webhookPinPrefix     = "webhook-pin/"     // webhook-pin/<factory>/<key> → uid
 	automationPrefix     = "automation/"      // automation/<factory>/<key>
 	resourcePrefix       = "resource/"        // resource/<factory>/<kind>/<key>
+	agentSchedulePrefix  = "agentschedule/"   // agentschedule/<id>: schedules of the Agents API
+	scheduleStatePrefix  = "schedstate/"      // schedstate/<schedule id>
 	secretPrefix         = "secret/"          // secret/<name>
 	secretValuePrefix    = "secret-value/"    // secret-value/<name>/<version>
 	apiKeyPrefix         = "apikey/"          // apikey/<sha256 of the key>
@@ -200,6 +202,40 @@ func (b *Batch) PutResource(r *factory.Resource) { b.putJSON(resourceKey(r.Facto
 
 // DeleteResource removes a resource.
 func (b *Batch) DeleteResource(r *factory.Resource) { b.delete(resourceKey(r.Factory, r.Kind, r.Key)) }
+
+// AgentSchedules lists the Agents API's schedules, by ID.
+func (s *Store) AgentSchedules() ([]*factory.ScheduledAgent, error) {
+	return scanJSON[factory.ScheduledAgent](s, agentSchedulePrefix)
+}
+
+// AgentSchedule reads one schedule of the Agents API.
+func (s *Store) AgentSchedule(id string) (*factory.ScheduledAgent, error) {
+	v := &factory.ScheduledAgent{}
+	return v, s.getJSON(agentSchedulePrefix+id, v)
+}
+
+// PutAgentSchedule writes a schedule of the Agents API.
+func (b *Batch) PutAgentSchedule(v *factory.ScheduledAgent) { b.putJSON(agentSchedulePrefix+v.ID, v) }
+
+// DeleteAgentSchedule removes a schedule of the Agents API and its state.
+func (b *Batch) DeleteAgentSchedule(id string) {
+	b.delete(agentSchedulePrefix + id)
+	b.delete(scheduleStatePrefix + id)
+}
+
+// ScheduleStates reads what the scheduler remembers of every schedule, by
+// schedule ID.
+func (s *Store) ScheduleStates() (map[string]*factory.ScheduleState, error) {
+	list, err := scanJSON[factory.ScheduleState](s, scheduleStatePrefix)
+	out := make(map[string]*factory.ScheduleState, len(list))
+	for _, st := range list {
+		out[st.ID] = st
+	}
+	return out, err
+}
+
+// PutScheduleState writes what the scheduler remembers of a schedule.
+func (b *Batch) PutScheduleState(st *factory.ScheduleState) { b.putJSON(scheduleStatePrefix+st.ID, st) }
 
 // PutSecret writes a secret's metadata and, when sealed is not nil, the
 // sealed value of its current version.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -154,4 +155,55 @@ func ParseCron(expr string) (cron.Schedule, error) {
 func CheckCron(expr string) error {
 	_, err := ParseCron(expr)
 	return err
+}
+
+// Schedule is a parsed cron in UTC whose instants do not depend on when it
+// was parsed: @every D fires at the multiples of D since the Unix epoch
+// (docs/spec/triggers.md), so a restart does not shift them.
+type Schedule struct {
+	every time.Duration // @every, else 0
+	cron  cron.Schedule
+}
+
+// CompileSchedule parses a schedule's cron expression.
+func CompileSchedule(expr string) (*Schedule, error) {
+	s, err := ParseCron(expr)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := s.(cron.ConstantDelaySchedule); ok {
+		return &Schedule{every: c.Delay}, nil
+	}
+	return &Schedule{cron: s}, nil
+}
+
+// Next is the first instant strictly after t.
+func (s *Schedule) Next(t time.Time) time.Time {
+	t = t.UTC()
+	if s.every > 0 {
+		return time.Unix(0, 0).UTC().Add((t.Sub(time.Unix(0, 0))/s.every + 1) * s.every)
+	}
+	return s.cron.Next(t)
+}
+
+// Latest is the last instant at or before t and strictly after since; zero
+// when there is none (or when finding it would take over a million steps:
+// a schedule that fires every second, down for weeks, skips its catch-up).
+func (s *Schedule) Latest(since, t time.Time) time.Time {
+	t, since = t.UTC(), since.UTC()
+	if s.every > 0 {
+		last := time.Unix(0, 0).UTC().Add(t.Sub(time.Unix(0, 0)) / s.every * s.every)
+		if last.After(since) {
+			return last
+		}
+		return time.Time{}
+	}
+	var latest time.Time
+	for i, n := 0, s.cron.Next(since); !n.IsZero() && !n.After(t); i, n = i+1, s.cron.Next(n) {
+		if i > 1_000_000 {
+			return time.Time{}
+		}
+		latest = n
+	}
+	return latest
 }

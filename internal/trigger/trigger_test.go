@@ -136,3 +136,46 @@ func FuzzParseCron(f *testing.F) {
 		_ = s.Next(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	})
 }
+
+func TestScheduleInstants(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tt := range []struct {
+		cron, after, next string
+	}{
+		{"@every 90s", "2026-11-24T09:00:00Z", "2026-11-24T09:00:00Z"}, // a multiple of 90 s since the epoch...
+		{"@every 90s", "2026-11-24T09:00:01Z", "2026-11-24T09:01:30Z"}, // ...whatever the instant asked from
+		{"@every 2s", "2026-11-24T09:00:01.5Z", "2026-11-24T09:00:02Z"},
+		{"0 9 * * 1", "2026-11-24T09:00:00Z", "2026-11-30T09:00:00Z"}, // Mondays at 09:00 UTC
+		{"@daily", "2026-11-24T23:59:59Z", "2026-11-25T00:00:00Z"},
+		{"*/15 * * * *", "2026-11-24T09:07:00+02:00", "2026-11-24T07:15:00Z"}, // UTC, whatever the zone asked in
+	} {
+		s, err := trigger.CompileSchedule(tt.cron)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := at(tt.after)
+		if tt.cron == "@every 90s" && tt.after == "2026-11-24T09:00:00Z" {
+			after = after.Add(-time.Second)
+		}
+		if got := s.Next(after); !got.Equal(at(tt.next)) {
+			t.Errorf("%s after %s: %s, want %s", tt.cron, tt.after, got, tt.next)
+		}
+	}
+	s, _ := trigger.CompileSchedule("@every 2s")
+	if got := s.Latest(at("2026-11-24T09:00:00Z"), at("2026-11-24T09:00:09Z")); !got.Equal(at("2026-11-24T09:00:08Z")) {
+		t.Errorf("latest missed @every 2s instant: %s", got)
+	}
+	if got := s.Latest(at("2026-11-24T09:00:08Z"), at("2026-11-24T09:00:09Z")); !got.IsZero() {
+		t.Errorf("none missed, got %s", got)
+	}
+	c, _ := trigger.CompileSchedule("0 * * * *")
+	if got := c.Latest(at("2026-11-24T06:00:00Z"), at("2026-11-24T09:30:00Z")); !got.Equal(at("2026-11-24T09:00:00Z")) {
+		t.Errorf("latest missed hourly instant: %s", got)
+	}
+}

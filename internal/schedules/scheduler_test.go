@@ -1,0 +1,132 @@
+package schedules
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"factory"
+	"factory/internal/reconciler"
+	"factory/internal/runtime"
+	"factory/internal/secrets"
+	"factory/internal/store"
+)
+
+// fixture applies a v1alpha1 factory whose automation fires @every 2s, to a
+// real store, with a run manager that is never started (runs stay QUEUED:
+// this tests what is created, not what runs).
+func fixture(t *testing.T, cron string) (*store.Store, *runtime.Manager) {
+	t.Helper()
+	root, data := t.TempDir(), t.TempDir()
+	for p, c := range map[string]string{
+		"factory.yaml":                   "schemaVersion: v1alpha1\nname: S\nrepositories: []\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md":           "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"automations/tick/automation.md": "---\ntriggers:\n  - provider: schedule\n    event: cron_fired\n    schedule:\n      name: tick\n      cron: \"" + cron + "\"\n---\nTick.\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(c), 0o644)
+	}
+	s, err := store.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	kr, err := secrets.LoadKeyring(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &reconciler.Applier{Store: s, Keyring: kr}
+	if _, outcome, err := a.Sync(context.Background(), "s", reconciler.DirSource{Root: root}); err != nil || outcome != reconciler.Applied {
+		t.Fatal(outcome, err)
+	}
+	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	return s, m
+}
+
+func scheduledRuns(t *testing.T, s *store.Store) map[time.Time]*factory.Run {
+	t.Helper()
+	runs, err := s.RunsInState(factory.StateQueued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[time.Time]*factory.Run{}
+	for _, r := range runs {
+		if r.ScheduledAt == nil {
+			continue
+		}
+		if _, twice := out[*r.ScheduledAt]; twice {
+			t.Fatalf("instant %s fired twice", r.ScheduledAt)
+		}
+		out[*r.ScheduledAt] = r
+	}
+	return out
+}
+
+// Each instant fires once; a scheduler that starts again (a restart) fires
+// the latest instant it missed, once, and never one that fired already.
+func TestInstantsFireOnceAcrossRestarts(t *testing.T) {
+	s, m := fixture(t, "@every 2s")
+	t0 := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	now := t0.Add(500 * time.Millisecond)
+	clock := func() time.Time { return now }
+	newScheduler := func() *Scheduler {
+		return &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock}
+	}
+	sch := newScheduler()
+	step := func(sch *Scheduler, at time.Duration) {
+		now = t0.Add(at)
+		if err := sch.reload(); err != nil {
+			t.Fatal(err)
+		}
+		sch.fireDue()
+	}
+	step(sch, 500*time.Millisecond) // loads: next is t0+2s, nothing due
+	if n := len(scheduledRuns(t, s)); n != 0 {
+		t.Fatalf("%d runs before the first instant", n)
+	}
+	step(sch, 2*time.Second)
+	step(sch, 2100*time.Millisecond) // the same instant again: nothing new
+	step(sch, 4*time.Second)
+	got := scheduledRuns(t, s)
+	if len(got) != 2 || got[t0.Add(2*time.Second)] == nil || got[t0.Add(4*time.Second)] == nil {
+		t.Fatalf("after two instants: %v", keys(got))
+	}
+	r := got[t0.Add(2*time.Second)]
+	if r.Source != factory.SourceScheduled || r.Schedule == nil || r.Schedule.ScheduleName != "tick" || r.Schedule.CronSchedule != "@every 2s" ||
+		r.Schedule.ScheduleID != r.AutomationID+":tick" || r.Prompt[:len("You lead.")] != "You lead." {
+		t.Fatalf("the scheduled run: %+v %+v", r, r.Schedule)
+	}
+
+	// Down from t0+4.5s to t0+9.5s: 6 and 8 are missed; 8, the latest, fires once.
+	sch = newScheduler()
+	step(sch, 9500*time.Millisecond)
+	got = scheduledRuns(t, s)
+	if len(got) != 3 || got[t0.Add(8*time.Second)] == nil || got[t0.Add(6*time.Second)] != nil {
+		t.Fatalf("after the catch-up: %v", keys(got))
+	}
+	// A second restart at the same moment fires nothing more.
+	sch = newScheduler()
+	step(sch, 9600*time.Millisecond)
+	step(sch, 10*time.Second)
+	if got = scheduledRuns(t, s); len(got) != 4 || got[t0.Add(10*time.Second)] == nil {
+		t.Fatalf("after the next instant: %v", keys(got))
+	}
+	states, _ := s.ScheduleStates()
+	st := states[r.Schedule.ScheduleID]
+	if st == nil || st.LastFired == nil || !st.LastFired.Equal(t0.Add(10*time.Second)) || st.LastError != "" {
+		t.Fatalf("the schedule's state: %+v", st)
+	}
+}
+
+func keys(m map[time.Time]*factory.Run) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k.Format("15:04:05"))
+	}
+	return out
+}
