@@ -39,6 +39,30 @@ const { NotFoundError, AuthenticationError } = require('oz-agent-sdk');
 })().catch(e => { console.error(e); process.exit(1); });
 `
 
+// scheduleScript drives the seven schedules calls of the SDK; the
+// schedule fires every second for a while before it is deleted.
+const scheduleScript = `
+const OzAPI = require('oz-agent-sdk').default;
+(async () => {
+  const out = {};
+  const client = new OzAPI({ baseURL: process.env.BASE_URL, apiKey: process.env.API_KEY, maxRetries: 0 });
+  out.created = await client.agent.schedules.create({ name: 'nightly', cron_schedule: '0 3 * * *', prompt: 'Summarise the night', enabled: true, metadata: { team: 'web' } });
+  const id = out.created.id;
+  out.listed = (await client.agent.schedules.list()).schedules.map(s => s.id);
+  out.retrieved = await client.agent.schedules.retrieve(id);
+  out.updated = await client.agent.schedules.update(id, { name: 'every second', cron_schedule: '@every 1s', enabled: true, prompt: 'Tick' });
+  out.paused = await client.agent.schedules.pause(id);
+  out.resumed = await client.agent.schedules.resume(id);
+  await new Promise(r => setTimeout(r, 2600));
+  out.afterRuns = await client.agent.schedules.retrieve(id);
+  out.deleted = await client.agent.schedules.delete(id);
+  try { await client.agent.schedules.retrieve(id); } catch (e) { out.gone = e.status; }
+  try { await client.agent.schedules.create({ name: 'bad', cron_schedule: 'every tuesday', prompt: 'x' }); } catch (e) { out.badCron = e.status; }
+  out.id = id;
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(e); process.exit(1); });
+`
+
 // TestOfficialTypeScriptSDK installs the official SDK from the npm registry
 // and drives a real server with it.
 func TestOfficialTypeScriptSDK(t *testing.T) {
@@ -103,5 +127,59 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 	}
 	if res.Unauthenticated["isAuthentication"] != true || res.Unauthenticated["status"] != 401.0 {
 		t.Fatalf("401: %v", res.Unauthenticated)
+	}
+	checkSDKSchedules(t, h, dir)
+}
+
+// checkSDKSchedules runs scheduleScript against h and checks the answers
+// and the runs the schedule started.
+func checkSDKSchedules(t *testing.T, h *harness, dir string) {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "schedules.js"), []byte(scheduleScript), 0o644)
+	node := exec.Command("node", "schedules.js")
+	node.Dir = dir
+	node.Env = append(os.Environ(), "BASE_URL="+h.url+"/v1", "API_KEY="+runsKey)
+	out, err := node.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the SDK schedules script failed: %v\n%s", err, out)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	item := func(k string) map[string]any { m, _ := res[k].(map[string]any); return m }
+	id, _ := res["id"].(string)
+	created, updated := item("created"), item("updated")
+	hist, _ := created["history"].(map[string]any)
+	if !strings.HasPrefix(id, "sch_") || created["name"] != "nightly" || created["cron_schedule"] != "0 3 * * *" || created["enabled"] != true ||
+		created["prompt"] != "Summarise the night" || created["created_at"] == nil || created["updated_at"] == nil || hist["next_run"] == nil {
+		t.Fatalf("created: %v", created)
+	}
+	if ids, _ := res["listed"].([]any); len(ids) != 1 || ids[0] != id || item("retrieved")["id"] != id {
+		t.Fatalf("listed %v, retrieved %v", res["listed"], item("retrieved"))
+	}
+	if updated["cron_schedule"] != "@every 1s" || updated["name"] != "every second" || item("paused")["enabled"] != false || item("resumed")["enabled"] != true {
+		t.Fatalf("updated %v, paused %v, resumed %v", updated, item("paused"), item("resumed"))
+	}
+	if h2, _ := item("afterRuns")["history"].(map[string]any); h2["last_ran"] == nil {
+		t.Fatalf("the schedule never ran: %v", item("afterRuns"))
+	}
+	if item("deleted")["success"] != true || res["gone"] != 404.0 || res["badCron"] != 400.0 {
+		t.Fatalf("deleted %v, then %v; a bad cron: %v", item("deleted"), res["gone"], res["badCron"])
+	}
+	code, body := call(t, h, "GET", "/v1/agent/runs?schedule_id="+id, nil)
+	var list struct {
+		Runs []struct {
+			Source   string         `json:"source"`
+			Schedule map[string]any `json:"schedule"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || code != 200 || len(list.Runs) == 0 {
+		t.Fatalf("runs of the schedule: %d %s", code, body)
+	}
+	for _, r := range list.Runs {
+		if r.Source != "SCHEDULED_AGENT" || r.Schedule["schedule_id"] != id || r.Schedule["schedule_name"] != "every second" || r.Schedule["cron_schedule"] != "@every 1s" {
+			t.Fatalf("a scheduled run: %+v", r)
+		}
 	}
 }
