@@ -235,7 +235,33 @@ func printStatus(w io.Writer, s *factory.FactoryStatus) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", au.Name, au.ID, state, automationSources(au))
 	}
 	tw.Flush()
+	printSchedules(w, s)
 	printResources(w, s)
+}
+
+// printSchedules prints the automations' schedule triggers: when each
+// fires next, when it last fired, and its last error.
+func printSchedules(w io.Writer, s *factory.FactoryStatus) {
+	var rows []string
+	for _, au := range s.Automations {
+		for _, sc := range au.Schedules {
+			last := sc.LastError
+			if last == "" {
+				last = "-"
+			}
+			rows = append(rows, fmt.Sprintf("  %s\t%s\t%s\t%s\t%s\t%s\n", au.Name, sc.Name, sc.CronSchedule, when(sc.NextFire), when(sc.LastFire), last))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SCHEDULE OF\tNAME\tCRON (UTC)\tNEXT FIRE\tLAST FIRE\tLAST ERROR")
+	for _, r := range rows {
+		fmt.Fprint(tw, r)
+	}
+	tw.Flush()
 }
 
 // automationSources says what fires an automation: its webhooks' UIDs, or
