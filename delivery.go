@@ -28,6 +28,15 @@ type Delivery struct {
 	// RedeliveryOf is the delivery an operator delivered again.
 	RedeliveryOf string   `json:"redelivery_of,omitempty"`
 	RunIDs       []string `json:"run_ids"`
+	// EventType is the provider's own name of the event, from its header
+	// (X-GitHub-Event, X-Gitlab-Event), for the provider's webhooks.
+	EventType string `json:"event_type,omitempty"`
+	// Event is a provider delivery normalized (set when it is evaluated);
+	// Outcome says why an accepted delivery started nothing, when it did
+	// not (a ping, a repository the factory does not list, a payload that
+	// lacks what its event needs).
+	Event   *ProviderEvent `json:"event,omitempty"`
+	Outcome string         `json:"outcome,omitempty"`
 }
 
 // API key scopes (docs/spec/agents-api.md): runs for the Agents API, read

@@ -212,8 +212,10 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 			for _, q := range rs {
 				d.RunIDs = append(d.RunIDs, q.ID)
 			}
-			fired = append(fired, d)
 			reqs = append(reqs, rs...)
+		}
+		if len(rs) > 0 || d != nil && (d.Event != nil || d.Outcome != "") {
+			fired = append(fired, d) // its runs, or the event it was read as
 		}
 		done = append(done, it.DeliveryID)
 	}
@@ -226,6 +228,9 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 		// (within milliseconds of it), they are evaluated again after the
 		// restart, against the automations as they are then.
 		b := e.Store.NewLogBatch()
+		for _, d := range fired {
+			b.PutDelivery(d)
+		}
 		for _, id := range done {
 			b.Dequeue(id)
 		}
@@ -288,8 +293,13 @@ func (e *Evaluator) fire(hook *factory.Webhook, d *factory.Delivery) ([]string, 
 // a delivery no automation selects is not read at all.
 func (e *Evaluator) matches(it store.QueueItem) (*factory.Delivery, []runtime.CreateRequest, error) {
 	hook, autos, err := e.automations(it.WebhookUID)
-	if err != nil || hook == nil || !selects(autos, hook.UID) {
+	if err != nil || hook == nil {
 		return nil, nil, err
+	}
+	// A provider's delivery is always read: the delivery log shows the
+	// event it was, or why it was none, even when no automation listens.
+	if factory.EventSourceOf(&hook.Spec) == "" && !selects(autos, trigger.Webhook(hook.UID)) {
+		return nil, nil, nil
 	}
 	d, err := e.Store.Delivery(it.WebhookUID, it.DeliveryID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -302,9 +312,8 @@ func (e *Evaluator) matches(it store.QueueItem) (*factory.Delivery, []runtime.Cr
 	return d, reqs, err
 }
 
-// selects reports whether any enabled automation has a trigger on a webhook.
-func selects(autos []*compiledAutomation, webhookUID string) bool {
-	src := trigger.Webhook(webhookUID)
+// selects reports whether any enabled automation has a trigger on a source.
+func selects(autos []*compiledAutomation, src trigger.Source) bool {
 	for _, a := range autos {
 		if a.rec.Spec.Enabled && a.triggers.Selects(src) {
 			return true
@@ -328,12 +337,19 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 		return nil, err
 	}
 	ev := trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload}
+	provided := e.providerEvents(f, hook, d, payload)
 	var reqs []runtime.CreateRequest
 	for _, a := range autos {
-		if !a.rec.Spec.Enabled || !a.triggers.Match(ev) {
+		if !a.rec.Spec.Enabled {
 			continue
 		}
-		req, err := e.request(f, hook, a.rec, d, body)
+		var by *factory.ProviderEvent
+		if !a.triggers.Match(ev) {
+			if by = firstMatch(a.triggers, hook, payload, provided); by == nil {
+				continue
+			}
+		}
+		req, err := e.request(f, hook, a.rec, d, body, by)
 		if err != nil {
 			return nil, err
 		}
@@ -345,12 +361,15 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 // request builds the run one automation starts for a delivery: the
 // agent's prompt (when the factory has agents), the automation's, then the
 // envelope; the agent's environment and setup.
-func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factory.Automation, d *factory.Delivery, body []byte) (runtime.CreateRequest, error) {
+func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factory.Automation, d *factory.Delivery, body []byte, by *factory.ProviderEvent) (runtime.CreateRequest, error) {
 	var cfg struct {
 		Env string `json:"environment_id"`
 	}
 	_ = jsonUnmarshal(a.Spec.Config, &cfg)
 	prompt := strings.TrimRight(a.Spec.Prompt, "\n") + "\n" + fmt.Sprintf(Envelope, hook.Spec.Name, hook.UID, d.ID)
+	if by != nil {
+		prompt = strings.TrimRight(a.Spec.Prompt, "\n") + "\n" + providerEnvelope(by, d.ID)
+	}
 	req := runtime.CreateRequest{
 		ID:                        RunID(d.ID, a.UID),
 		ErrorOnUnknownEnvironment: true,
@@ -362,6 +381,9 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 		AutomationID:              a.UID,
 		DeliveryID:                d.ID,
 		Attachments:               []runtime.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: body}},
+	}
+	if by != nil {
+		req.Source, req.TriggerURL = factory.ProviderSource(by.Provider), by.Link
 	}
 	req.Prompt = prompt
 	ag, err := ResolveAgent(e.Store, e.Runs, f, a.Spec.Agent, a.Spec.Exec)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -315,8 +316,45 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		return q.reject(factory.LabelRejectedJSON, "the body is not UTF-8", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON: it is not UTF-8 (RFC 8259)"))
 	}
 
+	// Slack checks an Events API URL with a signed url_verification
+	// request, answered with its challenge; it is no delivery.
+	if factory.EventSourceOf(&t.rec.Spec) == factory.ProviderSlack {
+		if challenge, ok := slackChallenge(body); ok {
+			h.cfg.Log.Info("slack url_verification answered", "webhook", t.name, "webhook_uid", t.rec.UID)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			b, _ := json.Marshal(map[string]string{"challenge": challenge})
+			_, err := w.Write(b)
+			return err
+		}
+	}
+
 	// 7 and 8. Duplicate or accepted.
 	return h.record(w, q, body)
+}
+
+// slackChallenge reads a Slack url_verification request's challenge.
+func slackChallenge(body []byte) (string, bool) {
+	var v struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Type != "url_verification" {
+		return "", false
+	}
+	return v.Challenge, true
+}
+
+// eventType is the provider's header naming a delivery's event, for the
+// providers that name it in a header.
+func eventType(spec *factory.WebhookSpec, h http.Header) string {
+	switch factory.EventSourceOf(spec) {
+	case factory.ProviderGitHub:
+		return truncate(h.Get("X-GitHub-Event"), 100)
+	case factory.ProviderGitLab:
+		return truncate(h.Get("X-Gitlab-Event"), 100)
+	}
+	return ""
 }
 
 // authenticate returns why a request fails authentication, or "".
@@ -372,7 +410,8 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		defer m.Unlock()
 	}
 	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: t.rec.UID, Size: q.size, Time: q.now.UTC(),
-		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{}}
+		IdentitySource: source, Identity: truncate(ident, maxIdentity), ClientAddr: q.client, RunIDs: []string{},
+		EventType: eventType(&t.rec.Spec, q.r.Header)}
 	filter, err := h.filter()
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,6 +18,18 @@ type slack struct{}
 func (slack) NeedsBody() bool               { return true }
 func (slack) SignsReplayWindow() bool       { return true }
 func (slack) DeliveryID(http.Header) string { return "" }
+
+// BodyDeliveryID is the Events API's event_id: Slack's retries
+// (X-Slack-Retry-Num) repeat it, so they are duplicates.
+func (slack) BodyDeliveryID(body []byte) string {
+	var p struct {
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.EventID
+}
 
 func (slack) Verify(h http.Header, body, secret []byte, now time.Time) error {
 	header, ts := h.Get("X-Slack-Signature"), h.Get("X-Slack-Request-Timestamp")

@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"factory"
+	"factory/internal/events"
 	"factory/internal/filter"
 )
 
@@ -32,10 +33,19 @@ func Webhook(uid string) Source {
 }
 
 // Event is something that may fire an automation: where it came from, and
-// its payload decoded (filter.DecodePayload).
+// its payload decoded (filter.DecodePayload); for a provider's delivery,
+// the event it was normalized into (events.Normalize).
 type Event struct {
-	Source  Source
-	Payload any
+	Source   Source
+	Payload  any
+	Provider *factory.ProviderEvent
+}
+
+// ProviderDelivery is the source of a delivery to a provider's webhook
+// (GitHub, GitLab, Linear, Slack, Jira): the provider's triggers listen to
+// every such webhook of their factory.
+func ProviderDelivery(provider, uid string) Source {
+	return Source{Provider: provider, WebhookUID: uid}
 }
 
 // Set is an automation's triggers, compiled. The automation fires for an
@@ -68,8 +78,25 @@ func (c *compiled) selects(src Source) bool {
 	switch src.Provider {
 	case factory.ProviderWebhook:
 		return c.spec.Provider == factory.ProviderWebhook && slices.Contains(c.spec.Filter.WebhookIDs, src.WebhookUID)
+	case factory.ProviderSchedule, "":
+		return false
 	}
-	return false
+	return c.spec.Provider == src.Provider
+}
+
+// matches reports whether one trigger fires for an event: it selects the
+// source, a provider event is its event with every filter key matching,
+// and the payload filter matches.
+func (c *compiled) matches(ev Event) bool {
+	if !c.selects(ev.Source) {
+		return false
+	}
+	if c.spec.Provider != factory.ProviderWebhook {
+		if ev.Provider == nil || ev.Provider.Event != c.spec.Event || !events.MatchKeys(c.spec.Filter.Keys, ev.Provider) {
+			return false
+		}
+	}
+	return c.payload.Match(ev.Payload)
 }
 
 // Selects reports whether any trigger listens to a source, whatever the
@@ -88,7 +115,7 @@ func (s *Set) Selects(src Source) bool {
 // automation and the webhook are enabled is for the caller.)
 func (s *Set) Match(ev Event) bool {
 	for i := range s.triggers {
-		if t := &s.triggers[i]; t.selects(ev.Source) && t.payload.Match(ev.Payload) {
+		if s.triggers[i].matches(ev) {
 			return true
 		}
 	}
@@ -165,14 +192,27 @@ func (s *Set) Explain(ev Event) Explanation {
 		candidates = []int{1}
 	}
 	for n, i := range candidates {
-		f := s.triggers[i-1].payload
-		matched := f.Match(ev.Payload)
+		t := &s.triggers[i-1]
+		matched := t.matches(ev) || len(x.Selecting) == 0 && t.payload.Match(ev.Payload)
 		if matched || n == 0 {
-			x.Trigger, x.PayloadMatched, x.Keys = i, matched, f.Explain(ev.Payload)
+			x.Trigger, x.PayloadMatched, x.Keys = i, matched, t.explain(ev)
 			if matched {
 				break
 			}
 		}
 	}
 	return x
+}
+
+// explain is one trigger's checks, key by key: for a provider event, the
+// event's name and each filter key (what it wanted, what the event had),
+// then the payload filter's.
+func (c *compiled) explain(ev Event) []factory.KeyResult {
+	var out []factory.KeyResult
+	if c.spec.Provider != factory.ProviderWebhook && ev.Provider != nil {
+		out = append(out, factory.KeyResult{Path: "event", Operator: "in", Expected: []string{c.spec.Event}, Actual: ev.Provider.Event,
+			ActualPresent: true, Passed: ev.Provider.Event == c.spec.Event})
+		out = append(out, events.ExplainKeys(c.spec.Filter.Keys, ev.Provider)...)
+	}
+	return append(out, c.payload.Explain(ev.Payload)...)
 }

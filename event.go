@@ -1,0 +1,50 @@
+package factory
+
+// ProviderEvent is a delivery of a provider's webhook (GitHub, GitLab,
+// Linear, Slack, Jira) normalized into an event of docs/spec/triggers.md:
+// its provider and event name, the repository (or team, project, channel)
+// it is about, a link to what it is about, and the values each filter key
+// reads. It is kept with the delivery, so that Test filter, replay and the
+// delivery log show it.
+type ProviderEvent struct {
+	Provider   string `json:"provider"`
+	Event      string `json:"event"`
+	Repository string `json:"repository,omitempty"`
+	// Where names what the event is about for the envelope: the
+	// repository, or the channel, team or project.
+	Where string `json:"where,omitempty"`
+	Link  string `json:"link,omitempty"`
+	// Fields are the values each filter key reads (labels, authors, ...).
+	Fields map[string][]string `json:"fields,omitempty"`
+}
+
+// Sources of runs that provider events start (docs/spec/triggers.md).
+const (
+	SourceGitHub = "GITHUB_WEBHOOK"
+	SourceGitLab = "GITLAB_WEBHOOK"
+	SourceLinear = "LINEAR"
+	SourceSlack  = "SLACK"
+	SourceJira   = "JIRA"
+)
+
+// ProviderSource is the run source of a provider's events.
+func ProviderSource(provider string) string {
+	return map[string]string{ProviderGitHub: SourceGitHub, ProviderGitLab: SourceGitLab, ProviderLinear: SourceLinear,
+		ProviderSlack: SourceSlack, ProviderJira: SourceJira}[provider]
+}
+
+// EventSourceOf is the provider whose events a webhook carries: its
+// eventSource, else the one its signature scheme names; "" for a custom
+// webhook.
+func EventSourceOf(w *WebhookSpec) string {
+	if w.EventSource != "" && w.EventSource != ProviderWebhook {
+		return w.EventSource
+	}
+	switch w.SignatureScheme {
+	case ProviderGitHub, ProviderGitLab, ProviderLinear, ProviderSlack:
+		if w.AuthMode == AuthSignature {
+			return w.SignatureScheme
+		}
+	}
+	return ""
+}
