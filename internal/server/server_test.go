@@ -73,7 +73,11 @@ func startConfigured(t *testing.T, mod func(*server.Config), runs func(*store.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logTo io.Writer = io.Discard
+	if os.Getenv("FACTORY_TEST_LOG") != "" {
+		logTo = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logTo, nil))
 	cfg := server.Config{PublicURL: "http://" + ln.Addr().String(), Factories: sources}
 	if runs != nil {
 		cfg.Runs = runs(s, data)

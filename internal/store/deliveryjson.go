@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -58,6 +59,20 @@ func appendDelivery(b []byte, d *factory.Delivery) []byte {
 			b = appendString(b, id)
 		}
 		b = append(b, ']')
+	}
+	if d.EventType != "" {
+		b = append(b, `,"event_type":`...)
+		b = appendString(b, d.EventType)
+	}
+	if d.Event != nil {
+		// Written when a delivery is evaluated, not on the ingress path.
+		ev, _ := json.Marshal(d.Event)
+		b = append(b, `,"event":`...)
+		b = append(b, ev...)
+	}
+	if d.Outcome != "" {
+		b = append(b, `,"outcome":`...)
+		b = appendString(b, d.Outcome)
 	}
 	return append(b, '}')
 }

@@ -17,6 +17,9 @@ func TestDeliveryEncodingMatchesJSON(t *testing.T) {
 		{ID: "dlv_3", WebhookUID: "wh_1", Label: factory.LabelDuplicate, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), DuplicateOf: "dlv_1", RedeliveryOf: "dlv_0\u2028<x>", RunIDs: []string{"run_a", "run_b"}},
 		{Identity: "tab\there\nnew\r\x00\x1f\x7f\b\f\\ \u2028 \u2029 é 日本 \xff\xfe bad", Time: now.In(time.FixedZone("X", 3600))},
 		{},
+		{ID: "dlv_4", RunIDs: []string{"run_c"}, EventType: "issues<>", Outcome: "a GitHub ping & more",
+			Event: &factory.ProviderEvent{Provider: "github", Event: "issue_labeled", Repository: "acme/w", Where: "acme/w", Link: "https://x/<1>",
+				Fields: map[string][]string{"labels": {"bug", "b&c"}, "repos": {"acme/w"}}}},
 	}
 	for i, d := range cases {
 		want, err := json.Marshal(d)
@@ -34,7 +37,8 @@ func FuzzDeliveryEncoding(f *testing.F) {
 	f.Add("\xff", "\u2028", "\x00\x01", "", int64(-1), int64(0))
 	f.Fuzz(func(t *testing.T, id, source, ident, addr string, size, ns int64) {
 		d := &factory.Delivery{ID: id, WebhookUID: source, Label: ident, Size: size, Time: time.Unix(0, ns).UTC(),
-			IdentitySource: source, Identity: ident, ClientAddr: addr, Reason: ident, DuplicateOf: id, RedeliveryOf: addr, RunIDs: []string{ident, id}}
+			IdentitySource: source, Identity: ident, ClientAddr: addr, Reason: ident, DuplicateOf: id, RedeliveryOf: addr, RunIDs: []string{ident, id},
+			EventType: source, Outcome: addr}
 		want, err := json.Marshal(d)
 		if err != nil {
 			return // times json refuses (years outside 0-9999) never occur in records

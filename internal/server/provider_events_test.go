@@ -1,0 +1,122 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	gh "github.com/google/go-github/v75/github"
+
+	"factory"
+	"factory/internal/reconciler"
+	"factory/internal/runtime"
+	"factory/internal/secrets"
+	"factory/internal/server"
+	"factory/internal/store"
+)
+
+const ghSecret = "github-app-webhook-secret"
+
+// ghPost signs a delivery as GitHub does, checks with GitHub's own library
+// (go-github's ValidatePayload and ParseWebHook) that the signature and the
+// payload are GitHub's, and posts it.
+func ghPost(t *testing.T, url, kind, id, body string) answer {
+	t.Helper()
+	m := hmac.New(sha256.New, []byte(ghSecret))
+	m.Write([]byte(body))
+	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	req, _ := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", sig)
+	req.Header.Set("X-GitHub-Event", kind)
+	req.Header.Set("X-GitHub-Delivery", id)
+	payload, err := gh.ValidatePayload(req, []byte(ghSecret))
+	if err != nil {
+		t.Fatalf("GitHub's library refuses the test delivery: %v", err)
+	}
+	if _, err := gh.ParseWebHook(kind, payload); err != nil {
+		t.Fatalf("GitHub's library cannot read the %s payload: %v", kind, err)
+	}
+	return post(t, url, "", body, "Content-Type", "application/json", "X-Hub-Signature-256", sig, "X-GitHub-Event", kind, "X-GitHub-Delivery", id)
+}
+
+// TestGitHubEventsThroughServe: a labeled issue starts one run of the
+// issue_labeled automation, another label none; a push starts the push
+// automation only on main with a file under api/; a ping and a push to a
+// repository the factory does not list start nothing and say why.
+func TestGitHubEventsThroughServe(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"factory.yaml":         "schemaVersion: v1alpha1\nname: GH\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"webhooks/github.yaml": "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
+		"automations/labeled/automation.md": "---\ntriggers:\n  - provider: github\n    event: issue_labeled\n    filter:\n      labels: [factory-ready]\n---\nImplement the issue.\n",
+		"automations/api-push/automation.md": "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      branches: [main]\n      paths: [\"api/**\"]\n---\nCheck the API docs.\n",
+	})
+	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		kr, _ := secrets.LoadKeyring(data)
+		if _, _, err := secrets.Create(s, kr, "gh", []byte(ghSecret), false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	hook := h.status("acme").Webhooks[0]
+	deliver := func(kind, id, body string) *factory.Delivery {
+		t.Helper()
+		did := deliveryID(t, ghPost(t, hook.IngressURL, kind, id, body))
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			d, err := h.c.Delivery(context.Background(), hook.UID, did)
+			if err == nil && (len(d.RunIDs) > 0 || d.Event != nil || d.Outcome != "") {
+				return &d.Delivery
+			}
+			if time.Now().After(deadline) {
+				sd, serr := h.store.Delivery(hook.UID, did)
+				q, _ := h.store.EvalQueue(10)
+				t.Fatalf("delivery %s was not evaluated: %+v %v; queue %v", did, sd, serr, q)
+			}
+		}
+	}
+	issue := func(label string) string {
+		return `{"action":"labeled","label":{"name":"` + label + `"},"issue":{"number":7,"title":"Crash","html_url":"https://github.com/acme/widgets/issues/7","user":{"login":"octocat"},"labels":[{"name":"` + label + `"}],"assignees":[]},"repository":{"full_name":"acme/widgets","name":"widgets","owner":{"login":"acme"}},"sender":{"login":"octocat"}}`
+	}
+	push := func(repo, branch, file string) string {
+		return `{"ref":"refs/heads/` + branch + `","compare":"https://github.com/` + repo + `/compare/a...b","pusher":{"name":"octocat"},"sender":{"login":"octocat"},"commits":[{"id":"b","added":[],"removed":[],"modified":["` + file + `"]}],"repository":{"full_name":"` + repo + `","name":"x","owner":{"login":"acme"}}}`
+	}
+
+	d := deliver("issues", "d-1", issue("factory-ready"))
+	if len(d.RunIDs) != 1 || d.Event == nil || d.Event.Event != "issue_labeled" {
+		t.Fatalf("a labeled issue: %+v %+v", d, d.Event)
+	}
+	run, err := h.store.Run(d.RunIDs[0])
+	if err != nil || run.Source != factory.SourceGitHub || run.TriggerURL != "https://github.com/acme/widgets/issues/7" ||
+		!strings.HasPrefix(run.Prompt, "You lead.") || !strings.Contains(run.Prompt, "Implement the issue.") ||
+		!strings.Contains(run.Prompt, "the github event issue_labeled in acme/widgets") {
+		t.Fatalf("the run: %v %+v\n%s", err, run, run.Prompt)
+	}
+	if d := deliver("issues", "d-2", issue("bug")); len(d.RunIDs) != 0 || d.Event == nil {
+		t.Fatalf("another label started a run: %+v", d)
+	}
+	for _, c := range []struct {
+		branch, file string
+		runs         int
+	}{{"main", "api/users.go", 1}, {"main", "docs/index.md", 0}, {"dev", "api/users.go", 0}} {
+		if d := deliver("push", "p-"+c.branch+c.file, push("acme/widgets", c.branch, c.file)); len(d.RunIDs) != c.runs {
+			t.Fatalf("push of %s on %s: %d runs, want %d", c.file, c.branch, len(d.RunIDs), c.runs)
+		}
+	}
+	if d := deliver("ping", "ping-1", `{"zen":"Design for failure.","hook_id":1,"repository":{"full_name":"acme/widgets"},"sender":{"login":"octocat"}}`); len(d.RunIDs) != 0 || !strings.Contains(d.Outcome, "ping") {
+		t.Fatalf("a ping: %+v", d)
+	}
+	if d := deliver("push", "other-1", push("evil/fork", "main", "api/x.go")); len(d.RunIDs) != 0 || !strings.Contains(d.Outcome, "not routed: repository evil/fork") {
+		t.Fatalf("an unlisted repository: %+v", d)
+	}
+}
