@@ -55,10 +55,10 @@ func ghPost(t *testing.T, url, kind, id, body string) answer {
 func TestGitHubEventsThroughServe(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"factory.yaml":         "schemaVersion: v1alpha1\nname: GH\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n",
-		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
-		"webhooks/github.yaml": "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
-		"automations/labeled/automation.md": "---\ntriggers:\n  - provider: github\n    event: issue_labeled\n    filter:\n      labels: [factory-ready]\n---\nImplement the issue.\n",
+		"factory.yaml":                       "schemaVersion: v1alpha1\nname: GH\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md":               "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"webhooks/github.yaml":               "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
+		"automations/labeled/automation.md":  "---\ntriggers:\n  - provider: github\n    event: issue_labeled\n    filter:\n      labels: [factory-ready]\n---\nImplement the issue.\n",
 		"automations/api-push/automation.md": "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      branches: [main]\n      paths: [\"api/**\"]\n---\nCheck the API docs.\n",
 	})
 	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
