@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -102,8 +103,23 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 		!strings.Contains(run.Prompt, "the github event issue_labeled in acme/widgets") {
 		t.Fatalf("the run: %v %+v\n%s", err, run, run.Prompt)
 	}
-	if d := deliver("issues", "d-2", issue("bug")); len(d.RunIDs) != 0 || d.Event == nil {
-		t.Fatalf("another label started a run: %+v", d)
+	d2 := deliver("issues", "d-2", issue("bug"))
+	if len(d2.RunIDs) != 0 || d2.Event == nil {
+		t.Fatalf("another label started a run: %+v", d2)
+	}
+	// Test filter explains why, key by key.
+	var res factory.TestResult
+	if err := h.c.TestFilter(context.Background(), run.AutomationID, d2.ID, &res); err != nil {
+		t.Fatal(err)
+	}
+	var labels *factory.KeyResult
+	for i, k := range res.PayloadCheck.Keys {
+		if k.Path == "labels" {
+			labels = &res.PayloadCheck.Keys[i]
+		}
+	}
+	if res.WouldTrigger || labels == nil || labels.Passed || fmt.Sprint(labels.Expected) != "[factory-ready]" || fmt.Sprint(labels.Actual) != "[bug]" {
+		t.Fatalf("test filter: %+v", res)
 	}
 	for _, c := range []struct {
 		branch, file string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"factory"
+	"factory/internal/events"
 	"factory/internal/filter"
 	"factory/internal/store"
 	"factory/internal/trigger"
@@ -26,7 +27,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if err != nil {
 		return nil, err
 	}
-	hook, payload, err := s.storedPayload(a, deliveryID)
+	hook, d, payload, err := s.storedPayload(a, deliveryID)
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +36,20 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 		return nil, err
 	}
 	x := set.Explain(trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload})
+	if provider := factory.EventSourceOf(&hook.Spec); provider != "" && !x.Fires() {
+		// A provider's delivery: explain its events against the
+		// provider's triggers, key by key ("labels: wanted [...], got [...]").
+		evs, _ := events.Normalize(provider, d.EventType, payload)
+		for i, ev := range evs {
+			px := set.Explain(trigger.Event{Source: trigger.ProviderDelivery(provider, hook.UID), Payload: payload, Provider: ev})
+			if px.Fires() || i == 0 && len(px.Selecting) > 0 {
+				x = px
+			}
+			if px.Fires() {
+				break
+			}
+		}
+	}
 	res := &factory.TestResult{PayloadCheck: factory.PayloadCheck{Passed: x.PayloadMatched, Keys: x.Keys}}
 	res.WebhookCheck = webhookCheck(hook, x)
 	res.WouldTrigger = res.WebhookCheck.Passed && res.PayloadCheck.Passed && a.Spec.Enabled
@@ -46,10 +61,10 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 
 // storedPayload finds an accepted delivery among the webhooks (live or
 // deleted) of an automation's factory, and decodes its payload.
-func (s *Service) storedPayload(a *factory.Automation, deliveryID string) (*factory.Webhook, any, error) {
+func (s *Service) storedPayload(a *factory.Automation, deliveryID string) (*factory.Webhook, *factory.Delivery, any, error) {
 	hooks, err := s.Store.AllWebhooksOf(a.Factory)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var d *factory.Delivery
 	var hook *factory.Webhook
@@ -60,20 +75,20 @@ func (s *Service) storedPayload(a *factory.Automation, deliveryID string) (*fact
 		}
 	}
 	if d == nil {
-		return nil, nil, factory.Errorf(factory.ENOTFOUND, "no delivery %s to a webhook of factory %s", deliveryID, a.Factory)
+		return nil, nil, nil, factory.Errorf(factory.ENOTFOUND, "no delivery %s to a webhook of factory %s", deliveryID, a.Factory)
 	}
 	if d.Label != factory.LabelAccepted {
-		return nil, nil, factory.Errorf(factory.ECONFLICT, "delivery %s was logged %s: rejected and duplicate deliveries have no stored payload to test against", d.ID, d.Label)
+		return nil, nil, nil, factory.Errorf(factory.ECONFLICT, "delivery %s was logged %s: rejected and duplicate deliveries have no stored payload to test against", d.ID, d.Label)
 	}
 	body, err := s.Store.DeliveryPayload(hook.UID, d.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	payload, err := filter.DecodePayload(body)
 	if err != nil {
-		return nil, nil, fmt.Errorf("stored payload of %s: %w", d.ID, err)
+		return nil, nil, nil, fmt.Errorf("stored payload of %s: %w", d.ID, err)
 	}
-	return hook, payload, nil
+	return hook, d, payload, nil
 }
 
 // webhookCheck says whether the delivery came through a webhook a trigger
