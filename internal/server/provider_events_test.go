@@ -3,10 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
