@@ -136,3 +136,60 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 		t.Fatalf("an unlisted repository: %+v", d)
 	}
 }
+
+// TestSlackThroughServe: Slack's url_verification is answered with its
+// challenge and logs no delivery; an app mention starts one run; Slack's
+// retry of it (same event_id, X-Slack-Retry-Num) is a duplicate.
+func TestSlackThroughServe(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"factory.yaml":         "schemaVersion: v1alpha1\nname: Slack\nrepositories: []\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"webhooks/slack.yaml":  "authMode: signature\nsignatureScheme: slack\nsecretName: slack\n",
+		"automations/mention/automation.md": "---\ntriggers:\n  - provider: slack\n    event: app_mention\n    filter:\n      keywords: [deploy]\n---\nAnswer the mention.\n",
+	})
+	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
+	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		kr, _ := secrets.LoadKeyring(data)
+		if _, _, err := secrets.Create(s, kr, "slack", []byte(secret), false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	hook := h.status("acme").Webhooks[0]
+	// Slack's documented signing: v0=hex(HMAC-SHA256(secret, "v0:" + ts + ":" + body)).
+	send := func(body string, extra ...string) answer {
+		ts := fmt.Sprint(time.Now().Unix())
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte("v0:" + ts + ":" + body))
+		return post(t, hook.IngressURL, "", body, append([]string{"X-Slack-Request-Timestamp", ts, "X-Slack-Signature", "v0=" + hex.EncodeToString(m.Sum(nil))}, extra...)...)
+	}
+	a := send(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	if a.status != 200 || !strings.Contains(a.body, `"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"`) {
+		t.Fatalf("url_verification: %d %s", a.status, a.body)
+	}
+	mention := `{"token":"x","team_id":"T1","api_app_id":"A1","type":"event_callback","event_id":"Ev08MFMKH6","event_time":1764000000,` +
+		`"event":{"type":"app_mention","user":"U0123456789","text":"<@U0BOT> deploy the fix","ts":"1764000000.000100","channel":"C0123456789","event_ts":"1764000000.000100"}}`
+	first := deliveryID(t, send(mention))
+	retry := send(mention, "X-Slack-Retry-Num", "1", "X-Slack-Retry-Reason", "http_timeout")
+	if retry.status != 202 || !strings.Contains(retry.body, `"duplicate_of":"`+first+`"`) {
+		t.Fatalf("Slack's retry: %d %s", retry.status, retry.body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d, err := h.c.Delivery(context.Background(), hook.UID, first)
+		if err == nil && len(d.RunIDs) == 1 {
+			r, _ := h.store.Run(d.RunIDs[0])
+			if r == nil || r.Source != factory.SourceSlack || !strings.Contains(r.Prompt, "slack event app_mention in C0123456789") {
+				t.Fatalf("the run: %+v", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mention started no run: %+v %v", d, err)
+		}
+	}
+	if ds, _, err := h.c.Deliveries(context.Background(), hook.UID, 10, ""); err != nil || len(ds) != 2 {
+		t.Fatalf("the log holds the mention and its retry, not the verification: %d %v", len(ds), err)
+	}
+}
