@@ -48,8 +48,9 @@ func linear(p map[string]any) ([]*factory.ProviderEvent, string) {
 	case typ == "Issue" && action == "create":
 		names = append(names, "issue_created")
 	case typ == "Issue" && action == "update":
+		from, _ := get(p, "updatedFrom").(map[string]any) // what changed, by its old value
 		for key, name := range map[string]string{"labelIds": "issue_labeled", "assigneeId": "issue_assigned", "stateId": "issue_state_changed"} {
-			if _, changed := get(p, "updatedFrom").(map[string]any)[key]; changed {
+			if _, changed := from[key]; changed {
 				names = append(names, name)
 			}
 		}

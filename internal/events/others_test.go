@@ -112,3 +112,21 @@ func TestFilterKeys(t *testing.T) {
 		t.Fatalf("explanation: %+v", x)
 	}
 }
+
+func TestMentions(t *testing.T) {
+	for text, want := range map[string][]string{
+		"@factory-bot please":                          {"factory-bot"},
+		"cc @a, @acme/platform and @a":                 {"a", "acme/platform"},
+		"mail me at dev@acme.example":                  nil,
+		"path/@x and word@y and @@z":                   nil,
+		"(@octocat)":                                   {"octocat"},
+		"@-x @ x":                                      nil,
+		"@abcdefghijklmnopqrstuvwxyz0123456789abcdefg": {"abcdefghijklmnopqrstuvwxyz0123456789abc"},
+		"trailing @":                                   nil,
+		"@team/":                                       {"team"},
+	} {
+		if got := events.Mentions(text); !reflect.DeepEqual(got, want) {
+			t.Errorf("Mentions(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
