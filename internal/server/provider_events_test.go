@@ -143,9 +143,9 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 func TestSlackThroughServe(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"factory.yaml":         "schemaVersion: v1alpha1\nname: Slack\nrepositories: []\nagentDefaults:\n  model: auto\n",
-		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
-		"webhooks/slack.yaml":  "authMode: signature\nsignatureScheme: slack\nsecretName: slack\n",
+		"factory.yaml":                      "schemaVersion: v1alpha1\nname: Slack\nrepositories: []\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md":              "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"webhooks/slack.yaml":               "authMode: signature\nsignatureScheme: slack\nsecretName: slack\n",
 		"automations/mention/automation.md": "---\ntriggers:\n  - provider: slack\n    event: app_mention\n    filter:\n      keywords: [deploy]\n---\nAnswer the mention.\n",
 	})
 	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
