@@ -48,3 +48,10 @@ func EventSourceOf(w *WebhookSpec) string {
 	}
 	return ""
 }
+
+// RecentDelivery is an accepted delivery's body and the provider's name of
+// its event, as a dry-run replays it against changed triggers.
+type RecentDelivery struct {
+	EventType string
+	Body      []byte
+}

@@ -397,11 +397,12 @@ func (c *Client) TestFilter(ctx context.Context, automationUID, deliveryID strin
 	return c.Do(ctx, http.MethodPost, "/v1/automations/"+url.PathEscape(automationUID)+"/test-filter", bytes.NewReader(b), out)
 }
 
-// RecentPayloads reads the bodies of a webhook's most recent accepted
-// deliveries, newest first, at most n (for a dry-run's impact report).
-func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
+// RecentDeliveries reads a webhook's most recent accepted deliveries
+// (body and event type), newest first, at most n (for a dry-run's impact
+// report).
+func (c *Client) RecentDeliveries(webhookUID string, n int) ([]factory.RecentDelivery, error) {
 	ctx := context.Background()
-	var out [][]byte
+	var out []factory.RecentDelivery
 	cursor := ""
 	for len(out) < n {
 		list, page, err := c.Deliveries(ctx, webhookUID, 100, cursor)
@@ -420,7 +421,7 @@ func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, full.Payload)
+			out = append(out, factory.RecentDelivery{EventType: full.EventType, Body: full.Payload})
 		}
 		if !page.HasNextPage {
 			break

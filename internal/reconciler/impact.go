@@ -3,6 +3,8 @@ package reconciler
 import (
 	"slices"
 
+	"factory"
+	"factory/internal/events"
 	"factory/internal/filter"
 	"factory/internal/trigger"
 )
@@ -10,15 +12,15 @@ import (
 // ImpactSample is how many recent deliveries are read per webhook.
 const ImpactSample = 50
 
-// Payloads gives a webhook's most recent accepted delivery bodies: the
-// store, or a running server.
+// Payloads gives a webhook's most recent accepted deliveries: the store,
+// or a running server.
 type Payloads interface {
-	RecentPayloads(webhookUID string, n int) ([][]byte, error)
+	RecentDeliveries(webhookUID string, n int) ([]factory.RecentDelivery, error)
 }
 
 // Impact is, for one automation whose triggers change and one webhook it
-// selects (before or after), how many of that webhook's recent deliveries
-// would have triggered it before the change and after it.
+// listens to (before or after), how many of that webhook's recent
+// deliveries would have triggered it before the change and after it.
 type Impact struct {
 	Automation string `json:"automation"`
 	WebhookUID string `json:"webhook_uid"`
@@ -28,10 +30,19 @@ type Impact struct {
 	New        bool   `json:"new,omitempty"` // the automation is created: Before is 0
 }
 
-// MeasureImpact replays each selected webhook's recent deliveries against
-// the old and the new triggers of every automation the plan creates or
-// whose triggers it changes, so a reviewer sees what a filter edit does:
-// "would have triggered 3 of the last 50, was 12".
+// replayed is a recent delivery decoded, with the events a provider's
+// delivery normalizes into.
+type replayed struct {
+	payload any
+	events  []*factory.ProviderEvent
+}
+
+// MeasureImpact replays the recent deliveries of the webhooks each
+// automation listens to (the ones its webhook triggers select, and its
+// factory's webhooks of each provider it has triggers of) against the old
+// and the new triggers of every automation the plan creates or whose
+// triggers it changes, so a reviewer sees what a filter edit does: "would
+// have triggered 3 of the last 50, was 12".
 func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 	if c.Desired == nil || c.State == nil {
 		return nil, nil
@@ -42,19 +53,27 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 			changed[ch.Name] = true
 		}
 	}
-	cache := map[string][]any{} // webhook uid → decoded recent payloads
-	payloads := func(uid string) ([]any, error) {
+	cache := map[string][]replayed{}
+	recent := func(uid string) ([]replayed, error) {
 		if p, ok := cache[uid]; ok {
 			return p, nil
 		}
-		raw, err := src.RecentPayloads(uid, ImpactSample)
+		raw, err := src.RecentDeliveries(uid, ImpactSample)
 		if err != nil {
 			return nil, err
 		}
-		var out []any
-		for _, b := range raw {
-			if v, err := filter.DecodePayload(b); err == nil {
-				out = append(out, v)
+		provider := ""
+		if w := webhookByUID(c.State, uid); w != nil {
+			provider = factory.EventSourceOf(&w.Spec)
+		}
+		var out []replayed
+		for _, d := range raw {
+			if v, err := filter.DecodePayload(d.Body); err == nil {
+				r := replayed{payload: v}
+				if provider != "" {
+					r.events, _ = events.Normalize(provider, d.EventType, v)
+				}
+				out = append(out, r)
 			}
 		}
 		cache[uid] = out
@@ -65,36 +84,88 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 		if !changed[a.Key] {
 			continue
 		}
-		after, err := trigger.Compile(a.Triggers)
+		ims, err := impactOf(c.State, a.Key, a.Triggers, recent)
 		if err != nil {
 			return nil, err
 		}
-		before := &trigger.Set{}
-		old := c.State.Automations[a.Key]
-		if old != nil {
-			if before, err = trigger.Compile(old.Spec.Triggers); err != nil {
-				return nil, err
-			}
-		}
-		uids := append(before.WebhookUIDs(), after.WebhookUIDs()...)
-		slices.Sort(uids)
-		for _, uid := range slices.Compact(uids) {
-			ps, err := payloads(uid)
-			if err != nil {
-				return nil, err
-			}
-			im := Impact{Automation: a.Key, WebhookUID: uid, Deliveries: len(ps), New: old == nil}
-			for _, p := range ps {
-				ev := trigger.Event{Source: trigger.Webhook(uid), Payload: p}
-				if before.Match(ev) {
-					im.Before++
-				}
-				if after.Match(ev) {
-					im.After++
-				}
-			}
-			impacts = append(impacts, im)
-		}
+		impacts = append(impacts, ims...)
 	}
 	return impacts, nil
+}
+
+// impactOf replays one automation's webhooks' deliveries against its
+// triggers before and after.
+func impactOf(st *factory.State, key string, triggers []factory.Trigger, recent func(string) ([]replayed, error)) ([]Impact, error) {
+	after, err := trigger.Compile(triggers)
+	if err != nil {
+		return nil, err
+	}
+	before := &trigger.Set{}
+	old := st.Automations[key]
+	var oldTriggers []factory.Trigger
+	if old != nil {
+		oldTriggers = old.Spec.Triggers
+		if before, err = trigger.Compile(oldTriggers); err != nil {
+			return nil, err
+		}
+	}
+	var impacts []Impact
+	for _, uid := range listenedTo(st, append(slices.Clone(oldTriggers), triggers...), before, after) {
+		rs, err := recent(uid)
+		if err != nil {
+			return nil, err
+		}
+		im := Impact{Automation: key, WebhookUID: uid, Deliveries: len(rs), New: old == nil}
+		for _, r := range rs {
+			if fires(before, uid, r) {
+				im.Before++
+			}
+			if fires(after, uid, r) {
+				im.After++
+			}
+		}
+		impacts = append(impacts, im)
+	}
+	return impacts, nil
+}
+
+// listenedTo is every webhook UID the triggers select, and the factory's
+// live webhooks of each provider the triggers name, each once, sorted.
+func listenedTo(st *factory.State, triggers []factory.Trigger, sets ...*trigger.Set) []string {
+	var uids []string
+	for _, s := range sets {
+		uids = append(uids, s.WebhookUIDs()...)
+	}
+	for _, t := range triggers {
+		for _, w := range st.Webhooks {
+			if t.Provider != factory.ProviderWebhook && factory.EventSourceOf(&w.Spec) == t.Provider {
+				uids = append(uids, w.UID)
+			}
+		}
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids)
+}
+
+// fires reports whether a replayed delivery fires a set: as a webhook
+// delivery, or as any of its provider events.
+func fires(s *trigger.Set, uid string, r replayed) bool {
+	if s.Match(trigger.Event{Source: trigger.Webhook(uid), Payload: r.payload}) {
+		return true
+	}
+	for _, ev := range r.events {
+		if s.Match(trigger.Event{Source: trigger.ProviderDelivery(ev.Provider, uid), Payload: r.payload, Provider: ev}) {
+			return true
+		}
+	}
+	return false
+}
+
+func webhookByUID(st *factory.State, uid string) *factory.Webhook {
+	for _, w := range st.Webhooks {
+		if w.UID == uid {
+			return w
+		}
+	}
+	return nil
 }

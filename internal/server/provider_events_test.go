@@ -107,9 +107,16 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 	if len(d2.RunIDs) != 0 || d2.Event == nil {
 		t.Fatalf("another label started a run: %+v", d2)
 	}
-	// Test filter explains why, key by key.
+	checkExplained(t, h, run.AutomationID, d2.ID)
+	checkPushes(t, deliver, push)
+}
+
+// checkExplained: Test filter says why the labeled automation did not
+// fire for the bug label, key by key.
+func checkExplained(t *testing.T, h *harness, automationID, deliveryID string) {
+	t.Helper()
 	var res factory.TestResult
-	if err := h.c.TestFilter(context.Background(), run.AutomationID, d2.ID, &res); err != nil {
+	if err := h.c.TestFilter(context.Background(), automationID, deliveryID, &res); err != nil {
 		t.Fatal(err)
 	}
 	var labels *factory.KeyResult
@@ -121,6 +128,12 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 	if res.WouldTrigger || labels == nil || labels.Passed || fmt.Sprint(labels.Expected) != "[factory-ready]" || fmt.Sprint(labels.Actual) != "[bug]" {
 		t.Fatalf("test filter: %+v", res)
 	}
+}
+
+// checkPushes: pushes fire by branch and path; a ping and a push to an
+// unlisted repository start nothing and say why.
+func checkPushes(t *testing.T, deliver func(kind, id, body string) *factory.Delivery, push func(repo, branch, file string) string) {
+	t.Helper()
 	for _, c := range []struct {
 		branch, file string
 		runs         int

@@ -147,6 +147,14 @@ func checkSDKSchedules(t *testing.T, h *harness, dir string) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	id := checkScheduleAnswers(t, res)
+	checkScheduledRuns(t, h, id)
+}
+
+// checkScheduleAnswers checks the SDK's answers, call by call; it returns
+// the schedule's ID.
+func checkScheduleAnswers(t *testing.T, res map[string]any) string {
+	t.Helper()
 	item := func(k string) map[string]any { m, _ := res[k].(map[string]any); return m }
 	id, _ := res["id"].(string)
 	created, updated := item("created"), item("updated")
@@ -167,6 +175,13 @@ func checkSDKSchedules(t *testing.T, h *harness, dir string) {
 	if item("deleted")["success"] != true || res["gone"] != 404.0 || res["badCron"] != 400.0 {
 		t.Fatalf("deleted %v, then %v; a bad cron: %v", item("deleted"), res["gone"], res["badCron"])
 	}
+	return id
+}
+
+// checkScheduledRuns: the runs the schedule started list under its ID,
+// each with its schedule.
+func checkScheduledRuns(t *testing.T, h *harness, id string) {
+	t.Helper()
 	code, body := call(t, h, "GET", "/v1/agent/runs?schedule_id="+id, nil)
 	var list struct {
 		Runs []struct {

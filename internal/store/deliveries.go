@@ -369,10 +369,10 @@ func (s *Store) IdentityKeys(fn func(string)) error {
 	})
 }
 
-// RecentPayloads returns the bodies of a webhook's most recent accepted
-// deliveries, newest first, at most n.
-func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
-	var out [][]byte
+// RecentDeliveries returns a webhook's most recent accepted deliveries
+// (body and event type), newest first, at most n.
+func (s *Store) RecentDeliveries(webhookUID string, n int) ([]factory.RecentDelivery, error) {
+	var out []factory.RecentDelivery
 	before := ""
 	for len(out) < n {
 		ds, more, err := s.Deliveries(webhookUID, before, 100)
@@ -385,7 +385,7 @@ func (s *Store) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
 			}
 			p, err := s.DeliveryPayload(webhookUID, d.ID)
 			if err == nil {
-				out = append(out, p)
+				out = append(out, factory.RecentDelivery{EventType: d.EventType, Body: p})
 			}
 		}
 		if !more {
