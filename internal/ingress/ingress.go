@@ -316,21 +316,30 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		return q.reject(factory.LabelRejectedJSON, "the body is not UTF-8", problem.Errorf(problem.InvalidRequest, "the body is not valid JSON: it is not UTF-8 (RFC 8259)"))
 	}
 
-	// Slack checks an Events API URL with a signed url_verification
-	// request, answered with its challenge; it is no delivery.
-	if factory.EventSourceOf(&t.rec.Spec) == factory.ProviderSlack {
-		if challenge, ok := slackChallenge(body); ok {
-			h.cfg.Log.Info("slack url_verification answered", "webhook", t.name, "webhook_uid", t.rec.UID)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			b, _ := json.Marshal(map[string]string{"challenge": challenge})
-			_, err := w.Write(b)
-			return err
-		}
+	if answered, err := h.slackVerification(w, t, body); answered {
+		return err
 	}
 
 	// 7 and 8. Duplicate or accepted.
 	return h.record(w, q, body)
+}
+
+// slackVerification answers Slack's check of an Events API URL, a signed
+// url_verification request, with its challenge; it is no delivery.
+func (h *Handler) slackVerification(w http.ResponseWriter, t *target, body []byte) (bool, error) {
+	if factory.EventSourceOf(&t.rec.Spec) != factory.ProviderSlack {
+		return false, nil
+	}
+	challenge, ok := slackChallenge(body)
+	if !ok {
+		return false, nil
+	}
+	h.cfg.Log.Info("slack url_verification answered", "webhook", t.name, "webhook_uid", t.rec.UID)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	b, _ := json.Marshal(map[string]string{"challenge": challenge})
+	_, err := w.Write(b)
+	return true, err
 }
 
 // slackChallenge reads a Slack url_verification request's challenge.
