@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"factory"
 
@@ -389,6 +390,11 @@ func printPlan(w io.Writer, p *reconciler.Plan, dryRun bool) {
 			line += "  (" + strings.Join(c.Keys, ", ") + ")"
 		}
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
+		if c.Action != reconciler.ActionDelete {
+			for _, s := range c.Schedules {
+				fmt.Fprintf(w, "      schedule %s (%s, UTC): next fire %s\n", s.Name, s.Cron, s.NextFire.UTC().Format(time.RFC3339))
+			}
+		}
 	}
 	if !p.HasChanges() {
 		fmt.Fprintln(w, "  No changes: the state matches this revision.")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"factory"
 
@@ -36,6 +37,16 @@ type Change struct {
 	UID    *string  `json:"uid"`  // nil until known (a create without a pinned UID)
 	Keys   []string `json:"keys"` // changed keys of an update; never secret values
 	File   string   `json:"-"`
+	// Schedules are a created or updated automation's schedule triggers
+	// and the next instant each fires for.
+	Schedules []ScheduleFire `json:"schedules,omitempty"`
+}
+
+// ScheduleFire is a schedule trigger in a plan.
+type ScheduleFire struct {
+	Name     string    `json:"name"`
+	Cron     string    `json:"cron_schedule"`
+	NextFire time.Time `json:"next_fire"`
 }
 
 // Plan is the difference between a factory revision and the state, with
@@ -228,7 +239,7 @@ func (pl *planner) automations() {
 	desired := map[string]bool{}
 	for _, a := range pl.d.Automations {
 		desired[a.Key] = true
-		c := Change{Kind: KindAutomation, Name: a.Key, File: a.Doc.File, Keys: []string{}}
+		c := Change{Kind: KindAutomation, Name: a.Key, File: a.Doc.File, Keys: []string{}, Schedules: scheduleFires(a.AutomationSpec, time.Now())}
 		if old := cur.Automations[a.Key]; old == nil {
 			c.Action = ActionCreate
 		} else {
@@ -426,4 +437,22 @@ func automationFile(a *factory.Automation) string {
 		return a.File
 	}
 	return factory.AutomationFile(a.Key)
+}
+
+// scheduleFires lists an enabled automation's schedule triggers with the
+// next instant each fires for, as the plan shows them.
+func scheduleFires(a factory.AutomationSpec, now time.Time) []ScheduleFire {
+	if !a.Enabled {
+		return nil
+	}
+	var out []ScheduleFire
+	for i, t := range a.Triggers {
+		if t.Schedule == nil {
+			continue
+		}
+		if s, err := trigger.CompileSchedule(t.Schedule.Cron); err == nil {
+			out = append(out, ScheduleFire{Name: factory.ScheduleName(t.Schedule.Name, i), Cron: t.Schedule.Cron, NextFire: s.Next(now)})
+		}
+	}
+	return out
 }
