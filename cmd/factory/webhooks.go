@@ -144,13 +144,32 @@ func (a *app) deliveries(cmd *cobra.Command, arg string, limit int, output strin
 		if d.IdentitySource != "" {
 			ident = d.IdentitySource + ":" + shorten(d.Identity, 24)
 		}
-		note := d.Reason
-		if d.DuplicateOf != "" {
-			note = "duplicate of " + d.DuplicateOf
-		}
+		note := deliveryNote(d)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Time.Format(time.RFC3339), d.ID, d.Label, d.Size, ident, d.ClientAddr, note)
 	}
 	return tw.Flush()
+}
+
+// deliveryNote says what became of a delivery: why it was refused, what it
+// repeats, the provider event it was and the runs it started, or why it
+// started none.
+func deliveryNote(d *factory.Delivery) string {
+	switch {
+	case d.DuplicateOf != "":
+		return "duplicate of " + d.DuplicateOf
+	case d.Reason != "":
+		return d.Reason
+	}
+	var parts []string
+	if e := d.Event; e != nil {
+		parts = append(parts, e.Provider+"/"+e.Event)
+	}
+	if len(d.RunIDs) > 0 {
+		parts = append(parts, fmt.Sprintf("%d run(s): %s", len(d.RunIDs), strings.Join(d.RunIDs, ", ")))
+	} else if d.Outcome != "" {
+		parts = append(parts, d.Outcome)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func shorten(s string, n int) string {
