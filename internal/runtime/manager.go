@@ -223,7 +223,12 @@ func (m *Manager) recover() error {
 			}
 			continue
 		}
-		m.queue = append(m.queue, r.ID)
+		// The API may already be creating runs: the queue is shared.
+		m.mu.Lock()
+		if !slices.Contains(m.queue, r.ID) {
+			m.queue = append(m.queue, r.ID)
+		}
+		m.mu.Unlock()
 	}
 	return nil
 }
