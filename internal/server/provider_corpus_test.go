@@ -7,19 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"factory"
-	"factory/internal/reconciler"
-	"factory/internal/runtime"
-	"factory/internal/secrets"
-	"factory/internal/server"
-	"factory/internal/store"
 )
 
 // corpusCase is one delivery of internal/events/testdata/deliveries.json.
@@ -57,16 +50,7 @@ func TestProviderDeliveriesThroughServe(t *testing.T) {
 		"webhooks/jira.yaml":   "authMode: token\nsecretName: jr\neventSource: jira\n",
 	})
 	secretOf := map[string]string{"gh": ghSecret, "gl": "gitlab-token-0123456789", "ln": "lin_wh_secret_0123456789", "sl": "8f742231b10e8888abcd99yyyzzz85a5", "jr": "jira-token-0123456789abcdefghijklmn"}
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
-		kr, _ := secrets.LoadKeyring(data)
-		for name, v := range secretOf {
-			if _, _, err := secrets.Create(s, kr, name, []byte(v), false, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	h := serveWithSecrets(t, root, secretOf)
 	hooks := map[string]factory.WebhookStatus{}
 	for _, w := range h.status("acme").Webhooks {
 		hooks[w.Name] = w

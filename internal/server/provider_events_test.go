@@ -62,14 +62,7 @@ func TestGitHubEventsThroughServe(t *testing.T) {
 		"automations/labeled/automation.md":  "---\ntriggers:\n  - provider: github\n    event: issue_labeled\n    filter:\n      labels: [factory-ready]\n---\nImplement the issue.\n",
 		"automations/api-push/automation.md": "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      branches: [main]\n      paths: [\"api/**\"]\n---\nCheck the API docs.\n",
 	})
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
-		kr, _ := secrets.LoadKeyring(data)
-		if _, _, err := secrets.Create(s, kr, "gh", []byte(ghSecret), false, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	h := serveWithSecrets(t, root, map[string]string{"gh": ghSecret})
 	hook := h.status("acme").Webhooks[0]
 	deliver := func(kind, id, body string) *factory.Delivery {
 		t.Helper()
@@ -162,14 +155,7 @@ func TestSlackThroughServe(t *testing.T) {
 		"automations/mention/automation.md": "---\ntriggers:\n  - provider: slack\n    event: app_mention\n    filter:\n      keywords: [deploy]\n---\nAnswer the mention.\n",
 	})
 	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
-		kr, _ := secrets.LoadKeyring(data)
-		if _, _, err := secrets.Create(s, kr, "slack", []byte(secret), false, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	h := serveWithSecrets(t, root, map[string]string{"slack": secret})
 	hook := h.status("acme").Webhooks[0]
 	// Slack's documented signing: v0=hex(HMAC-SHA256(secret, "v0:" + ts + ":" + body)).
 	send := func(body string, extra ...string) answer {
@@ -205,4 +191,23 @@ func TestSlackThroughServe(t *testing.T) {
 	if ds, _, err := h.c.Deliveries(context.Background(), hook.UID, 10, ""); err != nil || len(ds) != 2 {
 		t.Fatalf("the log holds the mention and its retry, not the verification: %d %v", len(ds), err)
 	}
+}
+
+// serveWithSecrets serves the factory at root as "acme", with the managed
+// secrets given and agents that do nothing.
+func serveWithSecrets(t *testing.T, root string, values map[string]string) *harness {
+	t.Helper()
+	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		kr, err := secrets.LoadKeyring(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range values {
+			if _, _, err := secrets.Create(s, kr, name, []byte(v), false, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 }
