@@ -254,8 +254,37 @@ func (a *app) runsCancelCmd() *cobra.Command {
 	}
 }
 
-// followRun prints a run's timeline as it grows, until the run ends.
+// followRun prints a run's timeline as it grows, until the run ends: from
+// the server's live stream, or by polling a server that has none.
 func (a *app) followRun(cmd *cobra.Command, c *client.Client, id string) error {
+	state, err := c.FollowEvents(cmd.Context(), id, 0, func(_ int, e client.RunEvent) error {
+		a.printEvent(e)
+		return nil
+	})
+	switch {
+	case errors.Is(err, client.ErrNoStream):
+		return a.pollRun(cmd, c, id)
+	case err != nil:
+		return apiError(err)
+	case state != "SUCCEEDED":
+		return exitCode(1)
+	}
+	return nil
+}
+
+func (a *app) printEvent(e client.RunEvent) {
+	line := e.Kind
+	if e.State != "" {
+		line += " " + string(e.State)
+	}
+	if e.Message != "" {
+		line += ": " + e.Message
+	}
+	fmt.Fprintf(a.stdout, "%s  %s\n", e.Time.Format("15:04:05"), line)
+}
+
+// pollRun is followRun by polling the timeline.
+func (a *app) pollRun(cmd *cobra.Command, c *client.Client, id string) error {
 	printed := 0
 	for {
 		events, err := c.Timeline(cmd.Context(), id)
@@ -263,14 +292,7 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, id string) error {
 			return apiError(err)
 		}
 		for _, e := range events[printed:] {
-			line := e.Kind
-			if e.State != "" {
-				line += " " + string(e.State)
-			}
-			if e.Message != "" {
-				line += ": " + e.Message
-			}
-			fmt.Fprintf(a.stdout, "%s  %s\n", e.Time.Format("15:04:05"), line)
+			a.printEvent(e)
 		}
 		printed = len(events)
 		r, err := c.GetRun(cmd.Context(), id)

@@ -130,3 +130,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.code = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection's writer: a
+// stream (Server-Sent Events) flushes through it.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
