@@ -46,6 +46,7 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("GET /v1/agent/runs/{runId}", readRuns(s.getRun))
 	mux.Handle("GET /v1/agent/runs/{runId}/timeline", readRuns(s.runTimeline))
 	mux.Handle("GET /v1/agent/runs/{runId}/events", readRuns(s.runEvents))
+	mux.Handle("GET /v1/events", readRuns(s.factoryEvents))
 	mux.Handle("GET /v1/agent/runs/{runId}/attachments/{name}", readRuns(s.runAttachment))
 	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
 	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))

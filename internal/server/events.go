@@ -1,12 +1,16 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"factory/internal/store"
 
 	"factory"
 )
@@ -119,3 +123,97 @@ func resumeFrom(r *http.Request) (int, error) {
 type flushFunc func()
 
 func (f flushFunc) Flush() { f() }
+
+// factoryEvents is GET /v1/events?factory_uid=: a Server-Sent Events stream
+// of a factory's deliveries (as the delivery log records them) and its
+// runs' changes (the run as the API shows it), each {"kind": "delivery"|
+// "run", ...}, in time order. An event's ID is its time in Unix
+// nanoseconds (a delivery's arrival, a run's last update): Last-Event-ID
+// resumes after it. Without Last-Event-ID the stream starts now.
+func (s *Server) factoryEvents(w http.ResponseWriter, r *http.Request) error {
+	uid := r.URL.Query().Get("factory_uid")
+	if uid == "" {
+		return errorf(CodeInvalidRequest, "factory_uid: required")
+	}
+	f, err := s.factoryByUID(uid)
+	if err != nil {
+		return err
+	}
+	cursor := time.Now().UnixNano()
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		if cursor, err = strconv.ParseInt(last, 10, 64); err != nil {
+			return errorf(CodeInvalidRequest, "Last-Event-ID: must be the ID of an event of this stream")
+		}
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": factory "+f.UID+"\n\n")
+	_ = rc.Flush()
+	poll, beat := time.NewTicker(eventsPoll), time.NewTicker(eventsHeartbeat)
+	defer poll.Stop()
+	defer beat.Stop()
+	for {
+		evs, err := s.factoryChanges(f, cursor)
+		if err != nil {
+			return nil
+		}
+		for _, e := range evs {
+			b, _ := json.Marshal(e.body)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.at, e.kind, b); err != nil {
+				return nil
+			}
+			cursor = e.at
+		}
+		if len(evs) > 0 {
+			_ = rc.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-beat.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+			_ = rc.Flush()
+		case <-poll.C:
+		}
+	}
+}
+
+type change struct {
+	at   int64
+	kind string
+	body map[string]any
+}
+
+// factoryChanges lists what happened in a factory after a moment: its
+// webhooks' deliveries and its runs' updates, oldest first.
+func (s *Server) factoryChanges(f *factory.Factory, after int64) ([]change, error) {
+	var out []change
+	hooks, err := s.store.Webhooks(f.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, hook := range hooks {
+		ds, _, err := s.store.Deliveries(hook.UID, "", 50)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if at := d.Time.UnixNano(); at > after {
+				out = append(out, change{at: at, kind: "delivery", body: map[string]any{"kind": "delivery", "delivery": d}})
+			}
+		}
+	}
+	page, err := s.store.ListRuns(store.RunQuery{Equal: map[string]string{"factory_uid": f.UID}, SortBy: "updated_at", Asc: true, MinNanos: after + 1, Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	for _, run := range page.Runs {
+		out = append(out, change{at: run.UpdatedAt.UnixNano(), kind: "run", body: map[string]any{"kind": "run", "run": run.Item()}})
+	}
+	slices.SortStableFunc(out, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	return out, nil
+}

@@ -116,3 +116,81 @@ func call2(t *testing.T, h *harness, path, lastID string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestFactoryEventsStream: a delivery posted while the stream is open
+// arrives as a delivery event, then the run it starts as run events up to
+// its end; without a factory_uid the call is refused.
+func TestFactoryEventsStream(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
+	h := serveWithSecrets(t, root, nil)
+	ci := h.hook("ci")
+	writeTree(t, root, map[string]string{"automations/all.md": "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" + ci.uid + "]\n---\nGo.\n"})
+	st, err := h.c.SyncFactory(context.Background(), h.status("acme").UID)
+	if err != nil || !st.Ready {
+		t.Fatal(err, st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	got := make(chan sseEvent, 64)
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/v1/events?factory_uid="+st.UID, nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(err, resp)
+	}
+	go func() {
+		defer close(got)
+		defer resp.Body.Close()
+		var ev sseEvent
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case line == "" && ev.data != "":
+				got <- ev
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			}
+		}
+	}()
+	id := deliveryID(t, post(t, ci.url, "", `{"n":1}`, "Authorization", "Bearer "+ci.secret))
+	var sawDelivery, sawEnd bool
+	for !sawEnd {
+		select {
+		case ev, ok := <-got:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			switch {
+			case ev.event == "delivery" && strings.Contains(ev.data, `"delivery_id":"`+id+`"`):
+				sawDelivery = true
+			case ev.event == "run" && strings.Contains(ev.data, `"state":"SUCCEEDED"`):
+				sawEnd = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("no run end: delivery seen %v", sawDelivery)
+		}
+	}
+	if !sawDelivery {
+		t.Fatal("the delivery was not streamed")
+	}
+	if a := get2(t, h.url+"/v1/events", adminKey); a != 400 {
+		t.Fatalf("no factory_uid: %d", a)
+	}
+}
+
+func get2(t *testing.T, url, key string) int {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
