@@ -142,6 +142,11 @@ type RunSetup struct {
 	// the first turn; the first that fails ends the run FAILED
 	// (environment_setup_failed).
 	SetupCommands []string `json:"setup_commands,omitempty"`
+	// MCPServers are the MCP servers offered to the agent's ACP session
+	// (factory-wide, then the resolved settings'), by name: {command, args,
+	// env} or {url, headers}; a {warpId} server names the product's
+	// registry, which this server does not have, and is not offered.
+	MCPServers map[string]json.RawMessage `json:"mcp_servers,omitempty"`
 	// Files are the skills' files, by path in the workspace
 	// (.agents/skills/<skill>/...); their bytes are stored with the run.
 	Files []string `json:"files,omitempty"`

@@ -24,12 +24,13 @@ type demoACPAgent struct {
 
 	mu       sync.Mutex
 	cwd      map[acp.SessionId]string
+	mcp      map[acp.SessionId][]string // the MCP servers each session was offered
 	cancel   map[acp.SessionId]chan struct{}
 	sessions int
 }
 
 func runDemoACPAgent(delay time.Duration) error {
-	a := &demoACPAgent{delay: delay, cwd: map[acp.SessionId]string{}, cancel: map[acp.SessionId]chan struct{}{}}
+	a := &demoACPAgent{delay: delay, cwd: map[acp.SessionId]string{}, mcp: map[acp.SessionId][]string{}, cancel: map[acp.SessionId]chan struct{}{}}
 	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	<-a.conn.Done()
@@ -50,6 +51,16 @@ func (a *demoACPAgent) NewSession(_ context.Context, p acp.NewSessionRequest) (a
 	a.sessions++
 	id := acp.SessionId(fmt.Sprintf("demo-%d", a.sessions))
 	a.cwd[id] = p.Cwd
+	var names []string
+	for _, s := range p.McpServers {
+		switch {
+		case s.Stdio != nil:
+			names = append(names, s.Stdio.Name+" (stdio)")
+		case s.Http != nil:
+			names = append(names, s.Http.Name+" (http)")
+		}
+	}
+	a.mcp[id] = names
 	return acp.NewSessionResponse{SessionId: id}, nil
 }
 
@@ -68,6 +79,7 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	a.mu.Lock()
 	a.cancel[p.SessionId] = cancelled
 	cwd := a.cwd[p.SessionId]
+	mcp := a.mcp[p.SessionId]
 	a.mu.Unlock()
 	var text strings.Builder
 	for _, b := range p.Prompt {
@@ -88,6 +100,9 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	}
 	stop := acp.PromptResponse{StopReason: acp.StopReasonCancelled}
 	if !say("this is the bundled demo agent: it does no AI") || !say("read a prompt of %d bytes", text.Len()) {
+		return stop, nil
+	}
+	if len(mcp) > 0 && !say("was offered MCP servers: %s", strings.Join(mcp, ", ")) {
 		return stop, nil
 	}
 	var files []string

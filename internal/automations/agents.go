@@ -84,6 +84,7 @@ func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, nam
 	}
 	out.addSkills(byKind[factory.ResourceSkill], agent.Key)
 	out.setup.Secrets = grantedSecrets(f.Settings.Secrets, ex)
+	out.setup.MCPServers = mcpServersOf(f.Settings.MCPServers, ex.MCPServers)
 	out.pickEnvironment(runs, ex)
 	return out, nil
 }
@@ -170,6 +171,21 @@ func grantedSecrets(factoryWide []string, ex factory.ExecSettings) []string {
 	add(ex.Secrets...)
 	if h := ex.Harness; h != nil && h.Auth != nil && h.Auth.Source == "managedSecret" {
 		add(h.Auth.SecretName)
+	}
+	return out
+}
+
+// mcpServersOf are the MCP servers a run's agent is offered: the
+// factory's (always), then the resolved settings' own (which win over a
+// factory server of the same name).
+func mcpServersOf(factoryWide json.RawMessage, own map[string]json.RawMessage) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	_ = json.Unmarshal(factoryWide, &out) // validated by the schema
+	for k, v := range own {
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -2,15 +2,18 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -154,7 +157,7 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 			return err
 		}},
 		{"could not open a session", func(c context.Context) error {
-			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: s.t.Workspace, McpServers: []acp.McpServer{}})
+			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: s.t.Workspace, McpServers: mcpServers(s.t.MCPServers)})
 			s.session = r.SessionId
 			return err
 		}},
@@ -459,4 +462,41 @@ type gatedReader struct {
 func (g *gatedReader) Read(p []byte) (int, error) {
 	<-g.open
 	return g.r.Read(p)
+}
+
+// mcpServers turns a run's MCP servers into ACP's, in name order: a
+// command is a stdio server, a url an HTTP one; others are not offered.
+func mcpServers(servers map[string]json.RawMessage) []acp.McpServer {
+	out := []acp.McpServer{}
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		var s struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		}
+		if json.Unmarshal(servers[name], &s) != nil {
+			continue
+		}
+		switch {
+		case s.Command != "":
+			env := []acp.EnvVariable{}
+			for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+				env = append(env, acp.EnvVariable{Name: k, Value: s.Env[k]})
+			}
+			args := s.Args
+			if args == nil {
+				args = []string{}
+			}
+			out = append(out, acp.McpServer{Stdio: &acp.McpServerStdio{Name: name, Command: s.Command, Args: args, Env: env}})
+		case s.URL != "":
+			headers := []acp.HttpHeader{}
+			for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+				headers = append(headers, acp.HttpHeader{Name: k, Value: s.Headers[k]})
+			}
+			out = append(out, acp.McpServer{Http: &acp.McpServerHttpInline{Type: "http", Name: name, Url: s.URL, Headers: headers}})
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -87,6 +88,16 @@ func TestACPWithTheDemoAgent(t *testing.T) {
 	summary, err := os.ReadFile(filepath.Join(dir, "SUMMARY.md"))
 	if err != nil || !strings.Contains(string(summary), "event-payload.json (7 bytes)") || !strings.Contains(string(summary), "Triage the issue.") {
 		t.Fatalf("SUMMARY.md: %v\n%s", err, summary)
+	}
+
+	// MCP servers of the run's setup are offered to the session: a command
+	// as stdio, a url as HTTP; a warpId one (the product's registry) is not.
+	res, r, _ = acpTurn(t, e, func(tn *runtime.Turn) {
+		tn.MCPServers = map[string]json.RawMessage{"local": json.RawMessage(`{"command":"./mcp","args":["--stdio"],"env":{"A":"1"}}`),
+			"remote": json.RawMessage(`{"url":"https://mcp.example/mcp","headers":{"X-Team":"web"}}`), "registry": json.RawMessage(`{"warpId":"mcp_1"}`)}
+	}, "")
+	if got := strings.Join(r.list(), "\n"); res.State != factory.StateSucceeded || !strings.Contains(got, "was offered MCP servers: local (stdio), remote (http)") {
+		t.Fatalf("MCP servers: %+v\n%s", res, got)
 	}
 
 	// A follow-up turn carries the history.

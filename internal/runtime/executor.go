@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"time"
 
@@ -34,6 +35,8 @@ type Turn struct {
 	Started func(pid int)
 	// RunAs, when set, is the user the agent process runs as.
 	RunAs *syscall.Credential
+	// MCPServers are offered to an ACP agent's session, by name.
+	MCPServers map[string]json.RawMessage
 }
 
 // Event is something the agent reported during a turn: a status message.

@@ -593,6 +593,9 @@ func (m *Manager) prepareTurn(ctx context.Context, r *factory.Run, turn *Turn, e
 		return res, false
 	}
 	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, slices.Concat(env.Env, setupEnv(r.Setup), granted), env.RunAs
+	if r.Setup != nil {
+		turn.MCPServers = r.Setup.MCPServers
+	}
 	if !firstTurn {
 		return Result{}, true
 	}

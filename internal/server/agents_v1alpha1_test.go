@@ -35,7 +35,7 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 
 // agentsTree is the factory of TestAgentRunsFromV1Alpha1Tree.
 var agentsTree = map[string]string{
-	"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\nsecrets: [GH_TOKEN]\n" +
+	"factory.yaml": "schemaVersion: v1alpha1\nname: Agents\nrepositories:\n  - owner: acme\n    name: api\nsecrets: [GH_TOKEN]\nmcpServers: {local: {command: ./mcp}}\n" +
 		"agentDefaults:\n  model: fast-model\n  runner: prep\n",
 	"agents/auditor/agent.md":                          "---\nsecrets: [not-created]\n---\nYou audit.\n",
 	"agents/lead/agent.md":                             "---\nagentType: FOREMAN\nsecrets: [deploy.key]\n---\nYou are the foreman of acme.\n",
@@ -161,6 +161,9 @@ func checkForemanRun(t *testing.T, r *factory.Run, read func(*factory.Run, strin
 	if !strings.HasPrefix(r.Prompt, "You are the foreman of acme.\n") || !strings.Contains(r.Prompt, "Handle by-foreman.") ||
 		read(r, "seen.txt") != r.Prompt {
 		t.Fatalf("the prompt does not start with the agent's: %q", r.Prompt)
+	}
+	if r.Setup == nil || string(r.Setup.MCPServers["local"]) != `{"command":"./mcp"}` {
+		t.Fatalf("the factory's MCP servers are not offered to the run: %+v", r.Setup)
 	}
 	if got := read(r, "env.txt"); got != "lead oz fast-model gh-123 dk-456\n" {
 		t.Fatalf("the agent's settings: %q", got)
