@@ -74,6 +74,17 @@ func (a *demoACPAgent) Cancel(_ context.Context, p acp.CancelNotification) error
 	return nil
 }
 
+// promptText is the text of a prompt's blocks, in order.
+func promptText(blocks []acp.ContentBlock) *strings.Builder {
+	var text strings.Builder
+	for _, b := range blocks {
+		if b.Text != nil {
+			text.WriteString(b.Text.Text)
+		}
+	}
+	return &text
+}
+
 func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	cancelled := make(chan struct{})
 	a.mu.Lock()
@@ -81,12 +92,7 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	cwd := a.cwd[p.SessionId]
 	mcp := a.mcp[p.SessionId]
 	a.mu.Unlock()
-	var text strings.Builder
-	for _, b := range p.Prompt {
-		if b.Text != nil {
-			text.WriteString(b.Text.Text)
-		}
-	}
+	text := promptText(p.Prompt)
 	// say reports progress, then pauses (so a cancel can come in between).
 	say := func(format string, v ...any) bool {
 		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId,
