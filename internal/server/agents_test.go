@@ -25,7 +25,7 @@ import (
 const runsKey = "fk_test_runs_key_00000000000000000000000000"
 
 // runsServer is a server whose default environment runs a shell script.
-func runsServer(t *testing.T, max int, script string) *harness {
+func runsServer(t testing.TB, max int, script string) *harness {
 	t.Helper()
 	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
 		b := s.NewBatch()
@@ -41,7 +41,7 @@ func runsServer(t *testing.T, max int, script string) *harness {
 }
 
 // call sends a request with the runs key and decodes a JSON answer.
-func call(t *testing.T, h *harness, method, path string, body any, headers ...string) (int, []byte) {
+func call(t testing.TB, h *harness, method, path string, body any, headers ...string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {

@@ -35,25 +35,25 @@ import (
 const adminKey = "fk_test_admin_key_0000000000000000000000000"
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	c     *client.Client
 	store *store.Store // for reading runs directly (the Agents API comes later)
 }
 
 // start runs a real server on loopback over a store in a temp dir.
-func start(t *testing.T, sources ...server.FactorySource) *harness {
+func start(t testing.TB, sources ...server.FactorySource) *harness {
 	return startWith(t, nil, sources...)
 }
 
 // startWith is start with a run manager made over the server's store.
-func startWith(t *testing.T, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startWith(t testing.TB, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	return startConfigured(t, nil, runs, sources...)
 }
 
 // startConfigured is startWith with a change to the server's configuration.
-func startConfigured(t *testing.T, mod func(*server.Config), runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startConfigured(t testing.TB, mod func(*server.Config), runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	data := t.TempDir()
 	s, err := store.Open(data)
