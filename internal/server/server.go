@@ -78,6 +78,7 @@ type Server struct {
 	ingress *ingress.Handler
 	eval    *automations.Evaluator
 	sched   *schedules.Scheduler
+	ui      sessions // the dashboard's
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -405,6 +406,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.factoryFileRoutes(mux)
 	s.scheduleRoutes(mux)
+	s.dashboardRoutes(mux)
 	mux.Handle("GET /v1/factories", s.auth(s.listFactories, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("GET /v1/factories/{uid}", s.auth(s.getFactory, factory.ScopeRuns, factory.ScopeRead))
 	mux.Handle("POST /v1/factories/{uid}/sync", admin(s.syncFactory))

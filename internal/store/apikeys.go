@@ -27,3 +27,10 @@ func (s *Store) APIKeys() ([]*factory.APIKey, error) {
 
 // PutAPIKey stores the record of a key.
 func (b *Batch) PutAPIKey(key string, k *factory.APIKey) { b.putJSON(apiKeyPrefix+HashAPIKey(key), k) }
+
+// APIKeyByHash finds a key's record by its lookup key (HashAPIKey): for a
+// dashboard session, which keeps the hash, never the key.
+func (s *Store) APIKeyByHash(hash string) (*factory.APIKey, error) {
+	k := &factory.APIKey{}
+	return k, s.getJSON(apiKeyPrefix+hash, k)
+}
