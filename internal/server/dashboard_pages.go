@@ -91,6 +91,7 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) err
 	if err != nil {
 		return err
 	}
-	s.render(w, "runlive", map[string]any{"Run": run.Item(), "Events": events})
+	item := run.Item()
+	s.render(w, "runlive", map[string]any{"Run": &item, "Events": events})
 	return nil
 }

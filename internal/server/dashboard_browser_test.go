@@ -1,0 +1,242 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"factory"
+	"factory/internal/reconciler"
+	"factory/internal/runtime"
+	"factory/internal/server"
+	"factory/internal/store"
+)
+
+// chromium finds Debian's Chromium (make test installs it where it can).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium here (make test installs Debian's chromium package where apt can): the dashboard's browser tests need one")
+	return ""
+}
+
+// browser is a headless Chromium page.
+func browser(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Flag("headless", "new"))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 25*time.Second)
+	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
+}
+
+// TestDashboardInABrowser drives the dashboard in a real browser against a
+// real server: a wrong key and a right one; the Enabled toggle (ingress
+// answers 404 while the webhook is disabled); a delivery appearing in the
+// open delivery log without a reload; the run it started reaching
+// SUCCEEDED on its page without a reload; a prompt holding <script> shown
+// as text and never run.
+func TestDashboardInABrowser(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
+	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "sleep 3; echo done"}}}}})
+	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	ci := h.hook("ci")
+	writeTree(t, root, map[string]string{"automations/all.md": "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" +
+		ci.uid + "]\n---\nHandle it. <b>bold</b><script>window.pwned = 1</script>\n"})
+	if st, err := h.c.SyncFactory(context.Background(), h.status("acme").UID); err != nil || !st.Ready {
+		t.Fatal(err, st)
+	}
+	ctx, cancel := browser(t)
+	defer cancel()
+	var text string
+	// A wrong key, then the right one.
+	err := chromedp.Run(ctx,
+		chromedp.Navigate(h.url+"/ui/"),
+		chromedp.WaitVisible("#key", chromedp.ByID),
+		chromedp.SendKeys("#key", "fk_not_a_key", chromedp.ByID),
+		chromedp.Click("#signin", chromedp.ByID),
+		chromedp.WaitVisible("#error", chromedp.ByID),
+		chromedp.Text("#error", &text, chromedp.ByID),
+	)
+	if err != nil || !strings.Contains(text, "unknown or revoked") {
+		t.Fatalf("a wrong key: %v %q", err, text)
+	}
+	err = chromedp.Run(ctx,
+		chromedp.SendKeys("#key", adminKey, chromedp.ByID),
+		chromedp.Click("#signin", chromedp.ByID),
+		chromedp.WaitVisible("h2", chromedp.ByQuery),
+		chromedp.Text("main", &text, chromedp.ByQuery),
+	)
+	if err != nil || !strings.Contains(text, "acme") || !strings.Contains(text, ci.uid) {
+		t.Fatalf("the overview: %v %q", err, text)
+	}
+	checkToggle(t, ctx, h, ci)
+	checkLiveDeliveryAndRun(t, ctx, h, ci)
+}
+
+// checkToggle: disabling the webhook makes ingress answer 404; enabling it
+// brings it back.
+func checkToggle(t *testing.T, ctx context.Context, h *harness, ci hook) {
+	t.Helper()
+	var state string
+	for _, want := range []struct {
+		state  string
+		status int
+	}{{"suspended", 404}, {"enabled", 202}} {
+		err := chromedp.Run(ctx,
+			chromedp.Navigate(h.url+"/ui/webhooks/"+ci.uid),
+			chromedp.WaitVisible("#toggle", chromedp.ByID),
+			chromedp.Click("#toggle", chromedp.ByID),
+			chromedp.WaitVisible(`//td[@id="state"][normalize-space()="`+want.state+`"]`, chromedp.BySearch),
+			chromedp.Text("#state", &state, chromedp.ByID),
+		)
+		if err != nil || state != want.state {
+			t.Fatalf("toggle: %v %q, want %q", err, state, want.state)
+		}
+		if a := post(t, ci.url, "", `{"probe":true}`, "Authorization", "Bearer "+ci.secret); a.status != want.status {
+			t.Fatalf("ingress while %s: %d, want %d", state, a.status, want.status)
+		}
+	}
+}
+
+// checkLiveDeliveryAndRun: with the webhook page open, a delivery posted
+// from outside appears in its log; its run's page shows the run reaching
+// SUCCEEDED; the prompt's <script> is text.
+func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci hook) {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/webhooks/"+ci.uid), chromedp.WaitVisible("#deliveries table", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	id := deliveryID(t, post(t, ci.url, "", `{"n":2}`, "Authorization", "Bearer "+ci.secret, "X-Service-Delivery-Id", "live-1"))
+	var runHref string
+	wctx, stop := context.WithTimeout(ctx, 10*time.Second)
+	err := chromedp.Run(wctx,
+		chromedp.WaitVisible(`//tr[contains(., "`+id+`")]//a`, chromedp.BySearch),
+		chromedp.AttributeValue(`//tr[contains(., "`+id+`")]//a`, "href", &runHref, nil, chromedp.BySearch),
+	)
+	stop()
+	if err != nil || !strings.HasPrefix(runHref, "/ui/runs/run_") {
+		var html string
+		_ = chromedp.Run(ctx, chromedp.OuterHTML("#deliveries", &html, chromedp.ByID))
+		t.Fatalf("the delivery did not appear in the open log: %v %q\n%s", err, runHref, html)
+	}
+	var states []string
+	var prompt string
+	var pwned bool
+	err = chromedp.Run(ctx, chromedp.Navigate(h.url+runHref), chromedp.WaitVisible("#runstate", chromedp.ByID))
+	for deadline := time.Now().Add(20 * time.Second); err == nil; time.Sleep(50 * time.Millisecond) {
+		var s string
+		if err = chromedp.Run(ctx, chromedp.Text("#runstate", &s, chromedp.ByID)); err != nil {
+			break
+		}
+		if len(states) == 0 || states[len(states)-1] != s {
+			states = append(states, s)
+		}
+		if s == string(factory.StateSucceeded) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err == nil {
+		err = chromedp.Run(ctx, chromedp.Text("#prompt", &prompt, chromedp.ByID), chromedp.Evaluate(`window.pwned === 1`, &pwned))
+	}
+	if err != nil || states[len(states)-1] != "SUCCEEDED" || len(states) < 2 {
+		t.Fatalf("the run page did not follow the run live: %v %v", err, states)
+	}
+	if !strings.Contains(prompt, "<script>window.pwned = 1</script>") || pwned {
+		t.Fatalf("the prompt was not shown as text: %q (ran: %v)", prompt, pwned)
+	}
+}
+
+// TestDashboardAccess: a page without a session goes to sign-in; a POST
+// without the CSRF token is 403; a runs key sees no toggle and a forged
+// toggle is refused; every page answers 200, 302 or 303 to both kinds of
+// key, with the security headers.
+func TestDashboardAccess(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
+	h := runsServerWith(t, root)
+	ci := h.hook("ci")
+	for _, key := range []string{adminKey, runsKey} {
+		c := signIn(t, h, key)
+		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/assets/htmx.min.js", "/ui/assets/app.css"} {
+			resp, err := c.Get(h.url + path)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s as %s: %v %v", path, key[:8], err, resp)
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+				t.Fatalf("%s: headers %v", path, resp.Header)
+			}
+			resp.Body.Close()
+		}
+		page := get(t, h.url+"/ui/webhooks/"+ci.uid) // no session: sign in first
+		if !strings.Contains(page.body, `id="key"`) {
+			t.Fatalf("a page without a session: %s", page.body)
+		}
+		resp, _ := c.PostForm(h.url+"/ui/webhooks/"+ci.uid+"/toggle", url.Values{})
+		if resp.StatusCode != 403 {
+			t.Fatalf("a POST without the CSRF token: %d", resp.StatusCode)
+		}
+		if key == runsKey {
+			resp, _ := c.Get(h.url + "/ui/webhooks/" + ci.uid)
+			b, _ := io.ReadAll(resp.Body)
+			csrf := between(string(b), `name="csrf" value="`, `"`)
+			if strings.Contains(string(b), `id="toggle"`) || csrf == "" {
+				t.Fatalf("a runs key sees the toggle (or no token): %s", b)
+			}
+			resp, _ = c.PostForm(h.url+"/ui/webhooks/"+ci.uid+"/toggle", url.Values{"csrf": {csrf}})
+			if resp.StatusCode != 403 {
+				t.Fatalf("a forged toggle with a runs key: %d", resp.StatusCode)
+			}
+		}
+	}
+}
+
+func between(s, from, to string) string {
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, to)
+	return v
+}
+
+// signIn signs in with a key and returns a client that keeps the session.
+func signIn(t *testing.T, h *harness, key string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(h.url+"/ui/login", url.Values{"key": {key}})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("sign in: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	return c
+}
+
+// runsServerWith serves a factory at root with the admin key and a runs key.
+func runsServerWith(t *testing.T, root string) *harness {
+	t.Helper()
+	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+		b := s.NewBatch()
+		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
+		b.Commit()
+		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+}
