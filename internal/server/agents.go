@@ -665,18 +665,24 @@ func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, ans, err := s.cfg.Runs.SendFollowUp(r.PathValue("runId"), q.Message, files)
-	switch {
-	case errors.Is(err, runtime.ErrNotFound):
-		return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
-	case errors.Is(err, runtime.ErrAttachmentName):
-		return errorf(CodeInvalidRequest, "attachments: "+err.Error())
-	}
+	ans, err := s.followUpRun(r.PathValue("runId"), q.Message, files)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
+}
+
+// followUpRun sends a follow-up, for the API and the dashboard alike.
+func (s *Server) followUpRun(id, message string, files []runtime.AttachmentData) (runtime.FollowUpAnswer, error) {
+	_, ans, err := s.cfg.Runs.SendFollowUp(id, message, files)
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return ans, errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
+	case errors.Is(err, runtime.ErrAttachmentName):
+		return ans, errorf(CodeInvalidRequest, "attachments: "+err.Error())
+	}
+	return ans, err
 }
 
 // followUpAttachment names a file for a follow-up: an artifact's UID (a
@@ -718,17 +724,26 @@ func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentD
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
-	run, err := s.cfg.Runs.Cancel(r.PathValue("runId"))
-	switch {
-	case errors.Is(err, runtime.ErrNotFound):
-		return errorf(CodeNotFound, fmt.Sprintf("no run %s", r.PathValue("runId")))
-	case errors.Is(err, runtime.ErrTerminal):
-		return errorf(CodeInvalidRequest, err.Error())
-	case err != nil:
+	id, err := s.cancel(r.PathValue("runId"))
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
+	writeJSON(w, http.StatusOK, id) // a bare JSON string (docs/spec/agents-api.md)
 	return nil
+}
+
+// cancel cancels a run, for the API and the dashboard alike.
+func (s *Server) cancel(id string) (string, error) {
+	run, err := s.cfg.Runs.Cancel(id)
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return "", errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
+	case errors.Is(err, runtime.ErrTerminal):
+		return "", errorf(CodeInvalidRequest, err.Error())
+	case err != nil:
+		return "", err
+	}
+	return run.ID, nil
 }
 
 // interruptRun is POST /v1/agent/runs/{runId}/interrupt: the current turn
@@ -736,6 +751,15 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 // stopped.
 func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("runId")
+	if err := s.interrupt(id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
+	return nil
+}
+
+// interrupt stops a run's turn, for the API and the dashboard alike.
+func (s *Server) interrupt(id string) error {
 	switch err := s.cfg.Runs.Interrupt(id); {
 	case errors.Is(err, runtime.ErrNotFound):
 		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
@@ -744,7 +768,6 @@ func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
 	return nil
 }
 

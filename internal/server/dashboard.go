@@ -119,6 +119,9 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	mux.Handle("POST /ui/webhooks/{uid}/toggle", s.page(s.toggleWebhook))
 	mux.Handle("GET /ui/runs/{runId}", s.page(s.runPage))
 	mux.Handle("GET /ui/runs/{runId}/live", s.page(s.runLive))
+	for _, action := range []string{"cancel", "interrupt", "followup"} {
+		mux.Handle("POST /ui/runs/{runId}/"+action, s.page(s.runAction))
+	}
 }
 
 // page is what every template gets.
@@ -131,6 +134,7 @@ type page struct {
 	Factories []*factory.FactoryStatus
 	Webhook   *factory.WebhookStatus
 	RunID     string
+	// Admin, on a run's page: the key may act on runs.
 }
 
 func (s *Server) render(w http.ResponseWriter, name string, data any) {

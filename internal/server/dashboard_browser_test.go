@@ -87,7 +87,39 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the overview: %v %q", err, text)
 	}
 	checkToggle(t, ctx, h, ci)
-	checkLiveDeliveryAndRun(t, ctx, h, ci)
+	runPage := checkLiveDeliveryAndRun(t, ctx, h, ci)
+	checkFollowUpAndCancel(t, ctx, h, runPage)
+}
+
+// waitPageState waits until the open run page shows a state.
+func waitPageState(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	var s string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s)); err != nil {
+			t.Fatal(err)
+		}
+		if s == want {
+			return
+		}
+	}
+	t.Fatalf("the run page shows %q, never %q", s, want)
+}
+
+// checkFollowUpAndCancel: a follow-up sent from the run's page continues
+// the run; Cancel, on the page, cancels it.
+func checkFollowUpAndCancel(t *testing.T, ctx context.Context, h *harness, runPage string) {
+	t.Helper()
+	err := chromedp.Run(ctx, chromedp.Navigate(h.url+runPage), chromedp.WaitVisible("#message", chromedp.ByID),
+		chromedp.SendKeys("#message", "also label it", chromedp.ByID), chromedp.Click("#send", chromedp.ByID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPageState(t, ctx, "INPROGRESS") // the follow-up's turn
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#cancel", chromedp.ByID), chromedp.Click("#cancel", chromedp.ByID)); err != nil {
+		t.Fatal(err)
+	}
+	waitPageState(t, ctx, "CANCELLED")
 }
 
 // checkToggle: disabling the webhook makes ingress answer 404; enabling it
@@ -118,7 +150,7 @@ func checkToggle(t *testing.T, ctx context.Context, h *harness, ci hook) {
 // checkLiveDeliveryAndRun: with the webhook page open, a delivery posted
 // from outside appears in its log; its run's page shows the run reaching
 // SUCCEEDED; the prompt's <script> is text.
-func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci hook) {
+func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci hook) string {
 	t.Helper()
 	if err := chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/webhooks/"+ci.uid), chromedp.WaitVisible("#deliveries table", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
@@ -132,18 +164,20 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	)
 	stop()
 	if err != nil || !strings.HasPrefix(runHref, "/ui/runs/run_") {
-		var html string
-		_ = chromedp.Run(ctx, chromedp.OuterHTML("#deliveries", &html, chromedp.ByID))
-		t.Fatalf("the delivery did not appear in the open log: %v %q\n%s", err, runHref, html)
+		t.Fatalf("the delivery did not appear in the open log: %v %q", err, runHref)
 	}
 	var states []string
 	var prompt string
 	var pwned bool
 	err = chromedp.Run(ctx, chromedp.Navigate(h.url+runHref), chromedp.WaitVisible("#runstate", chromedp.ByID))
 	for deadline := time.Now().Add(20 * time.Second); err == nil; time.Sleep(50 * time.Millisecond) {
+		// Read in one script: htmx replaces the node every half second.
 		var s string
-		if err = chromedp.Run(ctx, chromedp.Text("#runstate", &s, chromedp.ByID)); err != nil {
+		if err = chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s)); err != nil {
 			break
+		}
+		if s == "" {
+			continue
 		}
 		if len(states) == 0 || states[len(states)-1] != s {
 			states = append(states, s)
@@ -161,6 +195,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	if !strings.Contains(prompt, "<script>window.pwned = 1</script>") || pwned {
 		t.Fatalf("the prompt was not shown as text: %q (ran: %v)", prompt, pwned)
 	}
+	return runHref
 }
 
 // TestDashboardAccess: a page without a session goes to sign-in; a POST

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"factory"
 	"factory/internal/reconciler"
@@ -80,7 +81,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) 
 	if _, err := s.runOf(r); err != nil {
 		return err
 	}
-	s.render(w, "run.html", page{Title: "Run " + r.PathValue("runId"), Session: sess, RunID: r.PathValue("runId")})
+	s.render(w, "run.html", page{Title: "Run " + r.PathValue("runId"), Session: sess, RunID: r.PathValue("runId"),
+		Admin: (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
 	return nil
 }
 
@@ -93,5 +95,34 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) err
 	}
 	item := run.Item()
 	s.render(w, "runlive", map[string]any{"Run": &item, "Events": events})
+	return nil
+}
+
+// runAction is a run's Cancel, Interrupt or Follow-up: runs and admin keys
+// only, through the same code as the API, then back to the run's page.
+func (s *Server) runAction(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; acting on runs needs runs or admin")
+	}
+	id := r.PathValue("runId")
+	var err error
+	switch r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:] {
+	case "cancel":
+		_, err = s.cancel(id)
+	case "interrupt":
+		err = s.interrupt(id)
+	case "followup":
+		msg := r.PostFormValue("message")
+		if strings.TrimSpace(msg) == "" {
+			return errorf(CodeInvalidRequest, "write a message to send")
+		}
+		_, err = s.followUpRun(id, msg, nil)
+	default:
+		return errorf(CodeNotFound, "no such action")
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
 	return nil
 }

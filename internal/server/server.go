@@ -159,6 +159,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.log.Info("serving metrics", "addr", ml.Addr().String())
 	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
+	s.log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/", "sign_in", "with an API key: the admin key is in "+filepath.Join(s.store.Dir(), "admin-api-key"))
 
 	runCtx, stopRunners := context.WithCancel(ctx)
 	var wg sync.WaitGroup
