@@ -117,6 +117,8 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	mux.Handle("GET /ui/webhooks/{uid}", s.page(s.webhookPage))
 	mux.Handle("GET /ui/webhooks/{uid}/deliveries", s.page(s.deliveriesFragment))
 	mux.Handle("POST /ui/webhooks/{uid}/toggle", s.page(s.toggleWebhook))
+	mux.Handle("GET /ui/runs", s.page(s.runsPage))
+	mux.Handle("POST /ui/runs", s.page(s.newRun))
 	mux.Handle("GET /ui/runs/{runId}", s.page(s.runPage))
 	mux.Handle("GET /ui/runs/{runId}/live", s.page(s.runLive))
 	for _, action := range []string{"cancel", "interrupt", "followup"} {

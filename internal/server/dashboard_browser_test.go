@@ -89,6 +89,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	checkToggle(t, ctx, h, ci)
 	runPage := checkLiveDeliveryAndRun(t, ctx, h, ci)
 	checkFollowUpAndCancel(t, ctx, h, runPage)
+	// A run started from the Runs page, followed to its end.
+	err = chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/runs"), chromedp.WaitVisible("#prompt", chromedp.ByID),
+		chromedp.SendKeys("#prompt", "Started from the dashboard", chromedp.ByID), chromedp.Click("#start", chromedp.ByID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPageState(t, ctx, "INPROGRESS")
+	waitPageState(t, ctx, "SUCCEEDED")
 }
 
 // waitPageState waits until the open run page shows a state.
@@ -209,7 +217,8 @@ func TestDashboardAccess(t *testing.T) {
 	ci := h.hook("ci")
 	for _, key := range []string{adminKey, runsKey} {
 		c := signIn(t, h, key)
-		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/assets/htmx.min.js", "/ui/assets/app.css"} {
+		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/runs", "/ui/runs?state=SUCCEEDED&q=x",
+			"/ui/assets/htmx.min.js", "/ui/assets/app.css"} {
 			resp, err := c.Get(h.url + path)
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("%s as %s: %v %v", path, key[:8], err, resp)

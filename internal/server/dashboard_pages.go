@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runtime"
 )
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, sess *session) error {
@@ -124,5 +126,58 @@ func (s *Server) runAction(w http.ResponseWriter, r *http.Request, sess *session
 		return err
 	}
 	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
+	return nil
+}
+
+// runsPage lists the newest runs, with the API's state and search filters.
+func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	qs := url.Values{"limit": {"50"}}
+	state, search := r.URL.Query().Get("state"), r.URL.Query().Get("q")
+	if state != "" {
+		qs.Set("state", state)
+	}
+	if search != "" {
+		qs.Set("q", search)
+	}
+	q, err := parseRunQuery(qs)
+	if err != nil {
+		return err
+	}
+	page, err := s.store.ListRuns(q)
+	if err != nil {
+		return err
+	}
+	items := make([]factory.RunItem, 0, len(page.Runs))
+	for _, run := range page.Runs {
+		items = append(items, run.Item())
+	}
+	states := make([]string, 0, len(factory.RunStates))
+	for _, st := range factory.RunStates {
+		states = append(states, string(st))
+	}
+	s.render(w, "runs.html", map[string]any{"Title": "Runs", "Session": sess, "Runs": items, "States": states, "Filter": state,
+		"Search": search, "CanRun": (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
+	return nil
+}
+
+// newRun starts a run with the form's prompt, as the key that signed in,
+// in the default environment.
+func (s *Server) newRun(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; starting runs needs runs or admin")
+	}
+	prompt := r.PostFormValue("prompt")
+	if strings.TrimSpace(prompt) == "" {
+		return errorf(CodeInvalidRequest, "write a prompt")
+	}
+	key, err := s.store.APIKeyByHash(sess.KeyHash)
+	if err != nil {
+		return err
+	}
+	run, err := s.cfg.Runs.Create(runtime.CreateRequest{Prompt: prompt, Source: factory.SourceAPI, Creator: apiKeyCreator(key)})
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
 	return nil
 }
