@@ -217,7 +217,7 @@ func TestDashboardAccess(t *testing.T) {
 	ci := h.hook("ci")
 	for _, key := range []string{adminKey, runsKey} {
 		c := signIn(t, h, key)
-		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/runs", "/ui/runs?state=SUCCEEDED&q=x",
+		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/runs", "/ui/runs?state=SUCCEEDED&q=x", "/ui/schedules",
 			"/ui/assets/htmx.min.js", "/ui/assets/app.css"} {
 			resp, err := c.Get(h.url + path)
 			if err != nil || resp.StatusCode != 200 {
@@ -237,6 +237,7 @@ func TestDashboardAccess(t *testing.T) {
 			t.Fatalf("a POST without the CSRF token: %d", resp.StatusCode)
 		}
 		if key == runsKey {
+			checkSchedulePause(t, h, c)
 			resp, _ := c.Get(h.url + "/ui/webhooks/" + ci.uid)
 			b, _ := io.ReadAll(resp.Body)
 			csrf := between(string(b), `name="csrf" value="`, `"`)
@@ -283,4 +284,26 @@ func runsServerWith(t *testing.T, root string) *harness {
 		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+}
+
+// checkSchedulePause: a schedule made through the API shows on the
+// Schedules page, and its Pause form pauses it.
+func checkSchedulePause(t *testing.T, h *harness, c *http.Client) {
+	t.Helper()
+	code, body := call(t, h, "POST", "/v1/agent/schedules", map[string]any{"name": "nightly", "cron_schedule": "0 3 * * *", "prompt": "Summarise"})
+	id := between(string(body), `"id":"`, `"`)
+	if code != 200 || id == "" {
+		t.Fatalf("create a schedule: %d %s", code, body)
+	}
+	resp, _ := c.Get(h.url + "/ui/schedules")
+	b, _ := io.ReadAll(resp.Body)
+	csrf := between(string(b), `name="csrf" value="`, `"`)
+	if !strings.Contains(string(b), "nightly") || !strings.Contains(string(b), `id="toggle-`+id+`"`) {
+		t.Fatalf("the Schedules page: %s", b)
+	}
+	resp, _ = c.PostForm(h.url+"/ui/schedules/"+id+"/pause", url.Values{"csrf": {csrf}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `<td id="state-`+id+`">paused</td>`) {
+		t.Fatalf("pause: %d %s", resp.StatusCode, b)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"factory"
 	"factory/internal/reconciler"
@@ -180,4 +181,69 @@ func (s *Server) newRun(w http.ResponseWriter, r *http.Request, sess *session) e
 	}
 	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
 	return nil
+}
+
+// fileSchedule is a schedule trigger on the Schedules page.
+type fileSchedule struct {
+	Factory, Automation string
+	S                   factory.ScheduleStatus
+}
+
+// schedulesPage shows the schedule triggers of every factory's automations
+// and the Agents API's schedules, with their next and last fire.
+func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return err
+	}
+	var files []fileSchedule
+	for _, f := range fs {
+		st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+		if err != nil {
+			return err
+		}
+		for _, a := range st.Automations {
+			for _, sc := range a.Schedules {
+				files = append(files, fileSchedule{Factory: f.Name, Automation: a.Name, S: sc})
+			}
+		}
+	}
+	list, err := s.store.AgentSchedules()
+	if err != nil {
+		return err
+	}
+	states, err := s.store.ScheduleStates()
+	if err != nil {
+		return err
+	}
+	api := make([]scheduleItem, 0, len(list))
+	for _, v := range list {
+		api = append(api, itemOf(v, states[v.ID]))
+	}
+	sortByName(api)
+	s.render(w, "schedules.html", map[string]any{"Title": "Schedules", "Session": sess, "Files": files, "API": api,
+		"CanRun": (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
+	return nil
+}
+
+// scheduleAction pauses or resumes an API schedule, as the API does.
+func (s *Server) scheduleAction(enabled bool) func(http.ResponseWriter, *http.Request, *session) error {
+	return func(w http.ResponseWriter, r *http.Request, sess *session) error {
+		if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
+			return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; pausing schedules needs runs or admin")
+		}
+		v, err := s.schedule(r)
+		if err != nil {
+			return err
+		}
+		v.Enabled, v.UpdatedAt = enabled, time.Now().UTC()
+		if key, err := s.store.APIKeyByHash(sess.KeyHash); err == nil {
+			v.UpdatedBy = apiKeyCreator(key)
+		}
+		if err := s.saveSchedule(v); err != nil {
+			return err
+		}
+		http.Redirect(w, r, "/ui/schedules", http.StatusSeeOther)
+		return nil
+	}
 }

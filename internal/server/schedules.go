@@ -137,6 +137,20 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) putSchedule(w http.ResponseWriter, v *factory.ScheduledAgent) error {
+	if err := s.saveSchedule(v); err != nil {
+		return err
+	}
+	it, err := s.item(v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, it)
+	return nil
+}
+
+// saveSchedule writes a schedule and tells the scheduler, for the API and
+// the dashboard alike.
+func (s *Server) saveSchedule(v *factory.ScheduledAgent) error {
 	batch := s.store.NewBatch()
 	batch.PutAgentSchedule(v)
 	if err := batch.Commit(); err != nil {
@@ -145,11 +159,6 @@ func (s *Server) putSchedule(w http.ResponseWriter, v *factory.ScheduledAgent) e
 	if s.sched != nil {
 		s.sched.Changed()
 	}
-	it, err := s.item(v)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, it)
 	return nil
 }
 
