@@ -117,6 +117,7 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	mux.Handle("GET /ui/webhooks/{uid}", s.page(s.webhookPage))
 	mux.Handle("GET /ui/webhooks/{uid}/deliveries", s.page(s.deliveriesFragment))
 	mux.Handle("POST /ui/webhooks/{uid}/toggle", s.page(s.toggleWebhook))
+	mux.Handle("GET /ui/automations", s.page(s.automationsPage))
 	mux.Handle("GET /ui/schedules", s.page(s.schedulesPage))
 	mux.Handle("POST /ui/schedules/{id}/pause", s.page(s.scheduleAction(false)))
 	mux.Handle("POST /ui/schedules/{id}/resume", s.page(s.scheduleAction(true)))

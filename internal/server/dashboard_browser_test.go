@@ -58,7 +58,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 	ci := h.hook("ci")
 	writeTree(t, root, map[string]string{"automations/all.md": "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" +
-		ci.uid + "]\n---\nHandle it. <b>bold</b><script>window.pwned = 1</script>\n"})
+		ci.uid + "]\n---\nHandle it. <b>bold</b><script>window.pwned = 1</script>\n",
+		"automations/failed-only.md": "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" + ci.uid +
+			"]\n      payload:\n        status: [failed]\n---\nOnly failures.\n"})
 	if st, err := h.c.SyncFactory(context.Background(), h.status("acme").UID); err != nil || !st.Ready {
 		t.Fatal(err, st)
 	}
@@ -88,6 +90,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	checkToggle(t, ctx, h, ci)
 	runPage := checkLiveDeliveryAndRun(t, ctx, h, ci)
+	checkTestFilter(t, ctx, h)
 	checkFollowUpAndCancel(t, ctx, h, runPage)
 	// A run started from the Runs page, followed to its end.
 	err = chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/runs"), chromedp.WaitVisible("#prompt", chromedp.ByID),
@@ -305,5 +308,33 @@ func checkSchedulePause(t *testing.T, h *harness, c *http.Client) {
 	b, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `<td id="state-`+id+`">paused</td>`) {
 		t.Fatalf("pause: %d %s", resp.StatusCode, b)
+	}
+}
+
+// checkTestFilter runs Test filter from the Automations page on the last
+// delivery: the catch-all automation would trigger; the one that wants
+// status failed would not, and says which key failed.
+func checkTestFilter(t *testing.T, ctx context.Context, h *harness) {
+	t.Helper()
+	st := h.status("acme")
+	ds, _, err := h.c.Deliveries(context.Background(), st.Webhooks[0].UID, 1, "")
+	if err != nil || len(ds) == 0 {
+		t.Fatal(err, ds)
+	}
+	for _, a := range st.Automations {
+		var verdict, keys string
+		err := chromedp.Run(ctx,
+			chromedp.Navigate(h.url+"/ui/automations"),
+			chromedp.WaitVisible(`//input[@name="automation"][@value="`+a.ID+`"]/../input[@name="delivery"]`, chromedp.BySearch),
+			chromedp.SendKeys(`//input[@name="automation"][@value="`+a.ID+`"]/../input[@name="delivery"]`, ds[0].ID, chromedp.BySearch),
+			chromedp.Click(`//input[@name="automation"][@value="`+a.ID+`"]/../button`, chromedp.BySearch),
+			chromedp.WaitVisible("#verdict", chromedp.ByID),
+			chromedp.Text("#verdict", &verdict, chromedp.ByID),
+			chromedp.Text("#result", &keys, chromedp.ByID),
+		)
+		want := map[string]string{"all": "Would trigger", "failed-only": "Would not trigger"}[a.Name]
+		if err != nil || verdict != want || a.Name == "failed-only" && !strings.Contains(keys, "/status") {
+			t.Fatalf("Test filter of %s: %v %q, want %q\n%s", a.Name, err, verdict, want, keys)
+		}
 	}
 }

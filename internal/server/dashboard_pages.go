@@ -247,3 +247,30 @@ func (s *Server) scheduleAction(enabled bool) func(http.ResponseWriter, *http.Re
 		return nil
 	}
 }
+
+// automationsPage lists every factory's automations, and runs Test filter
+// (the API's own) on one against a stored delivery when asked.
+func (s *Server) automationsPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return err
+	}
+	var sts []*factory.FactoryStatus
+	for _, f := range fs {
+		st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+		if err != nil {
+			return err
+		}
+		sts = append(sts, st)
+	}
+	data := map[string]any{"Title": "Automations", "Session": sess, "Factories": sts}
+	if a, d := r.URL.Query().Get("automation"), strings.TrimSpace(r.URL.Query().Get("delivery")); a != "" {
+		res, err := s.svc.TestFilter(r.Context(), a, d)
+		if err != nil {
+			return err
+		}
+		data["Result"], data["Tested"], data["Delivery"] = res, a, d
+	}
+	s.render(w, "automations.html", data)
+	return nil
+}
