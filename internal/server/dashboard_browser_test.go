@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +179,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	if err != nil || !strings.HasPrefix(runHref, "/ui/runs/run_") {
 		t.Fatalf("the delivery did not appear in the open log: %v %q", err, runHref)
 	}
+	screenshot(t, ctx, "dashboard-webhook.png")
 	var states []string
 	var prompt string
 	var pwned bool
@@ -206,6 +209,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	if !strings.Contains(prompt, "<script>window.pwned = 1</script>") || pwned {
 		t.Fatalf("the prompt was not shown as text: %q (ran: %v)", prompt, pwned)
 	}
+	screenshot(t, ctx, "dashboard-run.png")
 	return runHref
 }
 
@@ -336,5 +340,26 @@ func checkTestFilter(t *testing.T, ctx context.Context, h *harness) {
 		if err != nil || verdict != want || a.Name == "failed-only" && !strings.Contains(keys, "/status") {
 			t.Fatalf("Test filter of %s: %v %q, want %q\n%s", a.Name, err, verdict, want, keys)
 		}
+	}
+}
+
+// screenshot saves the page as PNG into $FACTORY_SCREENSHOTS (the README's
+// images are made this way: FACTORY_SCREENSHOTS=docs/images go test
+// ./internal/server -run TestDashboardInABrowser); without it, nothing.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("FACTORY_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1100, 760), chromedp.CaptureScreenshot(&png)); err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", "..", dir) // relative to the repository, not this package
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
