@@ -208,19 +208,10 @@ func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, sess *ses
 			}
 		}
 	}
-	list, err := s.store.AgentSchedules()
+	api, err := s.scheduleItems()
 	if err != nil {
 		return err
 	}
-	states, err := s.store.ScheduleStates()
-	if err != nil {
-		return err
-	}
-	api := make([]scheduleItem, 0, len(list))
-	for _, v := range list {
-		api = append(api, itemOf(v, states[v.ID]))
-	}
-	sortByName(api)
 	s.render(w, "schedules.html", map[string]any{"Title": "Schedules", "Session": sess, "Files": files, "API": api,
 		"CanRun": (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
 	return nil

@@ -171,22 +171,31 @@ func (s *Server) schedule(r *http.Request) (*factory.ScheduledAgent, error) {
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.store.AgentSchedules()
+	out, err := s.scheduleItems()
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+	return nil
+}
+
+// scheduleItems lists the Agents API's schedules by name, as the SDKs
+// document, with their history: for the API and the dashboard alike.
+func (s *Server) scheduleItems() ([]scheduleItem, error) {
+	list, err := s.store.AgentSchedules()
+	if err != nil {
+		return nil, err
+	}
 	states, err := s.store.ScheduleStates()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := make([]scheduleItem, 0, len(list))
 	for _, v := range list {
 		out = append(out, itemOf(v, states[v.ID]))
 	}
-	// By name, as the SDKs document.
 	sortByName(out)
-	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
-	return nil
+	return out, nil
 }
 
 func sortByName(items []scheduleItem) {
