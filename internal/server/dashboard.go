@@ -117,6 +117,8 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	mux.Handle("GET /ui/webhooks/{uid}", s.page(s.webhookPage))
 	mux.Handle("GET /ui/webhooks/{uid}/deliveries", s.page(s.deliveriesFragment))
 	mux.Handle("POST /ui/webhooks/{uid}/toggle", s.page(s.toggleWebhook))
+	mux.Handle("GET /ui/webhooks/{uid}/deliveries/{id}", s.page(s.deliveryPage))
+	mux.Handle("POST /ui/deliveries/{id}/redeliver", s.page(s.redeliverPage))
 	mux.Handle("GET /ui/automations", s.page(s.automationsPage))
 	mux.Handle("GET /ui/schedules", s.page(s.schedulesPage))
 	mux.Handle("POST /ui/schedules/{id}/pause", s.page(s.scheduleAction(false)))

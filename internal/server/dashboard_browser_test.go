@@ -172,8 +172,8 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	var runHref string
 	wctx, stop := context.WithTimeout(ctx, 10*time.Second)
 	err := chromedp.Run(wctx,
-		chromedp.WaitVisible(`//tr[contains(., "`+id+`")]//a`, chromedp.BySearch),
-		chromedp.AttributeValue(`//tr[contains(., "`+id+`")]//a`, "href", &runHref, nil, chromedp.BySearch),
+		chromedp.WaitVisible(`//tr[contains(., "`+id+`")]//a[starts-with(@href, "/ui/runs/")]`, chromedp.BySearch),
+		chromedp.AttributeValue(`//tr[contains(., "`+id+`")]//a[starts-with(@href, "/ui/runs/")]`, "href", &runHref, nil, chromedp.BySearch),
 	)
 	stop()
 	if err != nil || !strings.HasPrefix(runHref, "/ui/runs/run_") {
@@ -242,6 +242,9 @@ func TestDashboardAccess(t *testing.T) {
 		resp, _ := c.PostForm(h.url+"/ui/webhooks/"+ci.uid+"/toggle", url.Values{})
 		if resp.StatusCode != 403 {
 			t.Fatalf("a POST without the CSRF token: %d", resp.StatusCode)
+		}
+		if key == adminKey {
+			checkDeliveryPage(t, h, c, ci)
 		}
 		if key == runsKey {
 			checkSchedulePause(t, h, c)
@@ -361,5 +364,27 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkDeliveryPage: a delivery's page shows its payload as text (a
+// <script> in it is escaped, never markup), and Redeliver makes a new
+// delivery that says what it repeats.
+func checkDeliveryPage(t *testing.T, h *harness, c *http.Client, ci hook) {
+	t.Helper()
+	id := deliveryID(t, post(t, ci.url, "", `{"title":"<script>alert(1)</script>"}`, "Authorization", "Bearer "+ci.secret))
+	resp, err := c.Get(h.url + "/ui/webhooks/" + ci.uid + "/deliveries/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	if resp.StatusCode != 200 || strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatalf("the delivery page: %d\n%s", resp.StatusCode, page)
+	}
+	resp, _ = c.PostForm(h.url+"/ui/deliveries/"+id+"/redeliver", url.Values{"csrf": {between(page, `name="csrf" value="`, `"`)}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "Redelivery of</th><td><code>"+id) {
+		t.Fatalf("redeliver: %d\n%s", resp.StatusCode, b)
 	}
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -263,5 +265,41 @@ func (s *Server) automationsPage(w http.ResponseWriter, r *http.Request, sess *s
 		data["Result"], data["Tested"], data["Delivery"] = res, a, d
 	}
 	s.render(w, "automations.html", data)
+	return nil
+}
+
+// deliveryPage is one delivery: what the log recorded, the event it was,
+// the runs it started, and its payload pretty-printed (as text: a payload
+// is untrusted).
+func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	d, payload, err := s.svc.Delivery(r.Context(), r.PathValue("uid"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	pretty := ""
+	if len(payload) > 0 {
+		var b bytes.Buffer
+		if json.Indent(&b, payload, "", "  ") == nil {
+			pretty = b.String()
+		} else {
+			pretty = string(payload)
+		}
+	}
+	s.render(w, "delivery.html", map[string]any{"Title": "Delivery " + d.ID, "Session": sess, "D": d, "Payload": pretty,
+		"Admin": sess.Scope == factory.ScopeAdmin})
+	return nil
+}
+
+// redeliverPage evaluates a delivery again (admin keys, the API's own
+// Redeliver), and shows the new delivery.
+func (s *Server) redeliverPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if sess.Scope != factory.ScopeAdmin {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; redelivering needs admin")
+	}
+	d, err := s.svc.Redeliver(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/webhooks/"+d.WebhookUID+"/deliveries/"+d.ID, http.StatusSeeOther)
 	return nil
 }
