@@ -397,6 +397,18 @@ func (c *Client) TestFilter(ctx context.Context, automationUID, deliveryID strin
 	return c.Do(ctx, http.MethodPost, "/v1/automations/"+url.PathEscape(automationUID)+"/test-filter", bytes.NewReader(b), out)
 }
 
+// RecentPayloads reads the bodies of a webhook's most recent accepted
+// deliveries, newest first, at most n. Kept for callers from before
+// RecentDeliveries, which also gives each delivery's event type.
+func (c *Client) RecentPayloads(webhookUID string, n int) ([][]byte, error) {
+	ds, err := c.RecentDeliveries(webhookUID, n)
+	out := make([][]byte, len(ds))
+	for i, d := range ds {
+		out[i] = d.Body
+	}
+	return out, err
+}
+
 // RecentDeliveries reads a webhook's most recent accepted deliveries
 // (body and event type), newest first, at most n (for a dry-run's impact
 // report).
