@@ -116,6 +116,13 @@ func TestValidateFiles(t *testing.T) {
 	if got["valid"] != false || !strings.Contains(a.body, `"line":2,"column":9`) || !strings.Contains(a.body, `did you mean \"issue_labeled\"`) {
 		t.Fatalf("the errors are not positioned: %s", a.body)
 	}
+	// A file over the limit is reported, not read; the others still are.
+	big, _ := json.Marshal(map[string]any{"files": []map[string]string{{"path": "agents/big/agent.md", "content": strings.Repeat("x", 1<<20+1)},
+		{"path": "factory.yaml", "content": files["factory.yaml"]}}})
+	if a := post(t, h.url+"/v1/factory-files/validate", "", string(big), "Authorization", "Bearer "+adminKey); a.status != 200 ||
+		!strings.Contains(a.body, `"file":"agents/big/agent.md"`) || !strings.Contains(a.body, "the limit is 1 MiB") {
+		t.Fatalf("an oversized file: %d %.300s", a.status, a.body)
+	}
 	for _, bad := range []string{`{"files":[]}`, `{"files":[{"path":"../x","content":""}]}`, `{"files":[{"path":"/etc/passwd","content":""}]}`,
 		`{"files":[{"path":"a.yaml"}]}`, `not json`} {
 		if a := post(t, h.url+"/v1/factory-files/validate", "", bad, "Authorization", "Bearer "+adminKey); a.status != 400 {
