@@ -50,17 +50,34 @@ func (o *AgentRun) Apply(req *runtime.CreateRequest) {
 // out in the workspace. A factory without agents (the flat layout) gives
 // nil.
 func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
-	res, err := s.Resources(f.Name, "")
+	byKind, err := LoadResources(s, f.Name)
 	if err != nil {
 		return nil, err
 	}
-	byKind := map[string]map[string]*factory.Resource{}
+	return resolveAgent(byKind, runs, f, name, over)
+}
+
+// Resources are a factory's applied resources, by kind, then key.
+type Resources map[string]map[string]*factory.Resource
+
+// LoadResources reads a factory's resources from the store.
+func LoadResources(s *store.Store, factoryName string) (Resources, error) {
+	res, err := s.Resources(factoryName, "")
+	if err != nil {
+		return nil, err
+	}
+	byKind := Resources{}
 	for _, r := range res {
 		if byKind[r.Kind] == nil {
 			byKind[r.Kind] = map[string]*factory.Resource{}
 		}
 		byKind[r.Kind][r.Key] = r
 	}
+	return byKind, nil
+}
+
+// resolveAgent is ResolveAgent over resources already read.
+func resolveAgent(byKind Resources, runs *runtime.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
 	agent, spec, err := pickAgent(byKind[factory.ResourceAgent], name)
 	if agent == nil || err != nil {
 		return nil, err

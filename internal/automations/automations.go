@@ -56,6 +56,9 @@ type Evaluator struct {
 	gen      uint64
 	hooks    map[string]*factory.Webhook      // live webhooks by UID
 	compiled map[string][]*compiledAutomation // factory → its automations, filters compiled
+	// resources are each factory's agents, runners and skills, read once
+	// per change of state like the automations, not per delivery.
+	resources map[string]Resources
 }
 
 // handoff is a delivery handed over in memory, with the number of scans
@@ -386,7 +389,11 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 		req.Source, req.TriggerURL = factory.ProviderSource(by.Provider), by.Link
 	}
 	req.Prompt = prompt
-	ag, err := ResolveAgent(e.Store, e.Runs, f, a.Spec.Agent, a.Spec.Exec)
+	res, err := e.resourcesOf(f.Name)
+	if err != nil {
+		return req, err
+	}
+	ag, err := resolveAgent(res, e.Runs, f, a.Spec.Agent, a.Spec.Exec)
 	if err != nil {
 		return req, fmt.Errorf("automation %s: %w", a.Key, err)
 	}
@@ -394,6 +401,25 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 		ag.Apply(&req)
 	}
 	return req, nil
+}
+
+// resourcesOf is a factory's resources, from the evaluator's memory (kept
+// until the state changes, as the compiled automations are).
+func (e *Evaluator) resourcesOf(factoryName string) (Resources, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r, ok := e.resources[factoryName]; ok {
+		return r, nil
+	}
+	r, err := LoadResources(e.Store, factoryName)
+	if err != nil {
+		return nil, err
+	}
+	if e.resources == nil {
+		e.resources = map[string]Resources{}
+	}
+	e.resources[factoryName] = r
+	return r, nil
 }
 
 // automations returns an active webhook (nil when it is unknown, deleted,
@@ -409,6 +435,7 @@ func (e *Evaluator) automations(webhookUID string) (*factory.Webhook, []*compile
 			return nil, nil, err
 		}
 		e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
+		e.resources = map[string]Resources{}
 		for _, h := range hooks {
 			if h.Active() {
 				e.hooks[h.UID] = h
