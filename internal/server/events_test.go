@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,10 @@ type sseEvent struct {
 }
 
 // readSSE reads a Server-Sent Events stream until it ends or ctx does.
-func readSSE(t *testing.T, ctx context.Context, url, lastID string, got chan<- sseEvent) {
+func readSSE(t *testing.T, ctx context.Context, url, key, lastID string, got chan<- sseEvent) {
 	defer close(got)
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+runsKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
@@ -64,7 +65,7 @@ func TestRunEventsStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	got := make(chan sseEvent, 64)
-	go readSSE(t, ctx, h.url+"/v1/agent/runs/"+created.RunID+"/events", "", got)
+	go readSSE(t, ctx, h.url+"/v1/agent/runs/"+created.RunID+"/events", runsKey, "", got)
 	var events []sseEvent
 	for ev := range got {
 		events = append(events, ev)
@@ -90,7 +91,7 @@ func TestRunEventsStream(t *testing.T) {
 	}
 	// Resumed after event 1: events 2.. only.
 	again := make(chan sseEvent, 64)
-	go readSSE(t, ctx, h.url+"/v1/agent/runs/"+created.RunID+"/events", "1", again)
+	go readSSE(t, ctx, h.url+"/v1/agent/runs/"+created.RunID+"/events", runsKey, "1", again)
 	var resumed []sseEvent
 	for ev := range again {
 		resumed = append(resumed, ev)
@@ -133,31 +134,8 @@ func TestFactoryEventsStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	got := make(chan sseEvent, 64)
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/v1/events?factory_uid="+st.UID, nil)
-	req.Header.Set("Authorization", "Bearer "+adminKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatal(err, resp)
-	}
-	go func() {
-		defer close(got)
-		defer resp.Body.Close()
-		var ev sseEvent
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case line == "" && ev.data != "":
-				got <- ev
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.data = line[6:]
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			}
-		}
-	}()
+	// Resume from now: the stream may connect after the delivery is posted.
+	go readSSE(t, ctx, h.url+"/v1/events?factory_uid="+st.UID, adminKey, strconv.FormatInt(time.Now().UnixNano(), 10), got)
 	id := deliveryID(t, post(t, ci.url, "", `{"n":1}`, "Authorization", "Bearer "+ci.secret))
 	var sawDelivery, sawEnd bool
 	for !sawEnd {
