@@ -18,7 +18,7 @@ import (
 // skills), the execution settings (model or harness, never both), and each
 // trigger against its provider.
 func (d *Desired) crossFile() schema.Diagnostics {
-	c := &crossCheck{d: d, agents: names(d.Resources[factory.ResourceAgent]), runners: names(d.Resources[factory.ResourceRunner])}
+	c := &crossCheck{d: d, agents: d.namesOf(factory.ResourceAgent), runners: d.namesOf(factory.ResourceRunner)}
 	c.settings()
 	c.foreman()
 	for _, a := range d.Resources[factory.ResourceAgent] {
@@ -46,6 +46,20 @@ func names(rs []*schema.Resource) []string {
 		out[i] = r.Key
 	}
 	sort.Strings(out) // has searches them
+	return out
+}
+
+// namesOf lists the definitions of a kind that exist: the parsed ones and
+// those whose file has errors (reported already), so that a typo in one
+// agent's file is not also reported as every reference to it naming nothing.
+func (d *Desired) namesOf(kind string) []string {
+	out := names(d.Resources[kind])
+	for key := range d.BrokenNames {
+		if name, ok := strings.CutPrefix(key, kind+"/"); ok && !strings.Contains(name, "/") && !has(out, name) {
+			out = append(out, name)
+			sort.Strings(out)
+		}
+	}
 	return out
 }
 
@@ -99,11 +113,13 @@ func (c *crossCheck) foreman() {
 			foremen = append(foremen, a)
 		}
 	}
+	parsed := c.d.Resources[factory.ResourceAgent]
 	switch {
 	case len(c.agents) == 0:
+	case len(foremen) == 0 && len(parsed) < len(c.agents):
+		// An agent's file has errors (reported): it may be the foreman.
 	case len(foremen) == 0:
-		first := c.d.Resources[factory.ResourceAgent][0]
-		c.errorAt(first.Doc, "", fmt.Sprintf("no foreman: exactly one agent needs agentType: FOREMAN (agents: %s)", strings.Join(c.agents, ", ")))
+		c.errorAt(parsed[0].Doc, "", fmt.Sprintf("no foreman: exactly one agent needs agentType: FOREMAN (agents: %s)", strings.Join(c.agents, ", ")))
 	case len(foremen) > 1:
 		for i, a := range foremen {
 			other := foremen[(i+1)%len(foremen)]
