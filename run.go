@@ -52,6 +52,11 @@ const (
 	SourceScheduled     = "SCHEDULED_AGENT"
 )
 
+// RunSourceNames are the sources a run list can filter by, as the API
+// spells them.
+var RunSourceNames = []string{SourceAPI, SourceCLI, SourceCustomWebhook, SourceScheduled, SourceGitHub, SourceGitLab, SourceLinear,
+	SourceSlack, SourceJira}
+
 // legacySources are the spellings of runs stored before the product's:
 // they read back under the new names.
 var legacySources = map[string]string{"WEBHOOK": SourceCustomWebhook, "FACTORY": SourceAPI}
@@ -437,6 +442,11 @@ func eventType(e *RunEvent) string {
 	}
 	return e.Kind
 }
+
+// TimelineEventTypes are every event type a timeline can hold: the names
+// of a run's event stream's events.
+var TimelineEventTypes = []string{"oz_run_created", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
+	"artifact_problem", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
 
 // messageEventTypes are the event types of status messages by prefix.
 var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "plan", "[permission] ": "permission_decision",

@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,6 +45,15 @@ func TestTimelineEventTypes(t *testing.T) {
 	for i, e := range Timeline("run_x", events) {
 		if e.EventType != want[i] {
 			t.Errorf("event %d (%+v): %s, want %s", i, events[i], e.EventType, want[i])
+		}
+	}
+	// The event stream's names, which the dashboard listens for, are all
+	// of them.
+	events = append(events, &RunEvent{Kind: "finished", State: StateFailed}, &RunEvent{Kind: "finished", State: StateCancelled},
+		&RunEvent{Kind: "finished", State: StateError})
+	for _, e := range Timeline("run_x", events) {
+		if !slices.Contains(TimelineEventTypes, e.EventType) {
+			t.Errorf("%s is not in TimelineEventTypes", e.EventType)
 		}
 	}
 }

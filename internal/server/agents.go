@@ -310,19 +310,30 @@ func parseTime(v string) (time.Time, error) {
 // listRuns is GET /v1/agent/runs: the query's page of runs, and a cursor
 // bound to the query for the next one.
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
-	qs := r.URL.Query()
-	q, err := parseRunQuery(qs)
+	items, info, err := s.runList(r.URL.Query())
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": items, "page_info": info})
+	return nil
+}
+
+// runList is a page of the run list for the API's query parameters, with
+// the cursor of the next: the API's list and the dashboard's Runs page.
+func (s *Server) runList(qs url.Values) ([]factory.RunItem, factory.PageInfo, error) {
+	var info factory.PageInfo
+	q, err := parseRunQuery(qs)
+	if err != nil {
+		return nil, info, err
+	}
 	if a := q.Equal["ancestor"]; a != "" {
 		if _, err := s.store.Run(a); errors.Is(err, store.ErrNotFound) {
-			return errorf(CodeNotFound, fmt.Sprintf("ancestor_run_id: no run %s", a))
+			return nil, info, errorf(CodeNotFound, fmt.Sprintf("ancestor_run_id: no run %s", a))
 		}
 	}
 	key, err := s.cursorKey()
 	if err != nil {
-		return err
+		return nil, info, err
 	}
 	scope := runQueryScope(qs)
 	if q.SortBy == "updated_at" {
@@ -332,18 +343,18 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	if c := qs.Get("cursor"); c != "" {
 		if err := resumeRunQuery(&q, key, scope, c); err != nil {
-			return err
+			return nil, info, err
 		}
 	}
 	page, err := s.store.ListRuns(q)
 	if err != nil {
-		return err
+		return nil, info, err
 	}
 	items := []factory.RunItem{}
 	for _, run := range page.Runs {
 		items = append(items, run.Item())
 	}
-	info := factory.PageInfo{HasNextPage: page.More}
+	info.HasNextPage = page.More
 	if page.More {
 		pos := page.Last
 		if q.AsOf > 0 {
@@ -351,8 +362,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		}
 		info.NextCursor = cursor.Seal(key, scope, pos)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": items, "page_info": info})
-	return nil
+	return items, info, nil
 }
 
 // resumeRunQuery continues a listing from a cursor this server gave for
@@ -632,12 +642,7 @@ func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return err
 			}
-			mt := a.MimeType
-			if mt == "" {
-				mt = "application/octet-stream"
-			}
-			w.Header().Set("Content-Type", mt)
-			w.Write(b)
+			sendUntrusted(w, a.MimeType, a.Name, b)
 			return nil
 		}
 	}

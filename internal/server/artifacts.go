@@ -130,22 +130,27 @@ func (s *Server) sendArtifact(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	mt := a.Data.MimeType
-	if mt == "" {
-		mt = "application/octet-stream"
-	}
-	w.Header().Set("Content-Type", mt)
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	// The bytes are the agent's: a browser must not run them as this
-	// server's page.
-	w.Header().Set("Content-Security-Policy", "sandbox")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	name := a.Data.Filename
 	if name == "" {
 		name = uid
 	}
+	sendUntrusted(w, mt, name, b)
+	return nil
+}
+
+// sendUntrusted sends bytes an agent or a caller gave (artifacts,
+// attachments) as a download: a browser holding a dashboard session must
+// not run them as this server's page, whatever type they claim.
+func sendUntrusted(w http.ResponseWriter, mimeType, name string, b []byte) {
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", mimeType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Content-Security-Policy", "sandbox")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
 	w.Write(b)
-	return nil
 }
 
 // runByExternalReference is GET /v1/agent/run-by-external-reference?url=:

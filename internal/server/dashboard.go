@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"factory"
 	"factory/internal/problem"
 	"factory/internal/store"
 )
@@ -114,12 +113,18 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	mux.Handle("POST /ui/login", securityHeaders(http.HandlerFunc(s.login)))
 	mux.Handle("POST /ui/logout", s.page(s.logout))
 	mux.Handle("GET /ui/{$}", s.page(s.overview))
+	mux.Handle("POST /ui/factories/{uid}/sync", s.page(s.syncFactoryPage))
+	mux.Handle("GET /ui/definition", s.page(s.definitionPage))
+	mux.Handle("GET /ui/webhooks", s.page(s.webhooksPage))
 	mux.Handle("GET /ui/webhooks/{uid}", s.page(s.webhookPage))
 	mux.Handle("GET /ui/webhooks/{uid}/deliveries", s.page(s.deliveriesFragment))
 	mux.Handle("POST /ui/webhooks/{uid}/toggle", s.page(s.toggleWebhook))
+	mux.Handle("GET /ui/webhooks/{uid}/reveal", s.page(s.revealConfirm))
+	mux.Handle("POST /ui/webhooks/{uid}/reveal", s.page(s.revealSecretPage))
 	mux.Handle("GET /ui/webhooks/{uid}/deliveries/{id}", s.page(s.deliveryPage))
 	mux.Handle("POST /ui/deliveries/{id}/redeliver", s.page(s.redeliverPage))
 	mux.Handle("GET /ui/automations", s.page(s.automationsPage))
+	mux.Handle("POST /ui/automations/{id}/test", s.page(s.testPayloadPage))
 	mux.Handle("GET /ui/schedules", s.page(s.schedulesPage))
 	mux.Handle("POST /ui/schedules/{id}/pause", s.page(s.scheduleAction(false)))
 	mux.Handle("POST /ui/schedules/{id}/resume", s.page(s.scheduleAction(true)))
@@ -132,17 +137,12 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	}
 }
 
-// page is what every template gets.
+// page is what the sign-in and error pages get; the others get a map with
+// at least Title and Session.
 type page struct {
 	Title   string
 	Session *session
 	Error   string
-	Admin   bool
-	// The page's own data.
-	Factories []*factory.FactoryStatus
-	Webhook   *factory.WebhookStatus
-	RunID     string
-	// Admin, on a run's page: the key may act on runs.
 }
 
 func (s *Server) render(w http.ResponseWriter, name string, data any) {

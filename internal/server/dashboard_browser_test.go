@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -183,6 +184,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	var states []string
 	var prompt string
 	var pwned bool
+	var seenAt time.Time
 	err = chromedp.Run(ctx, chromedp.Navigate(h.url+runHref), chromedp.WaitVisible("#runstate", chromedp.ByID))
 	for deadline := time.Now().Add(20 * time.Second); err == nil; time.Sleep(50 * time.Millisecond) {
 		// Read in one script: htmx replaces the node every half second.
@@ -196,7 +198,11 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 		if len(states) == 0 || states[len(states)-1] != s {
 			states = append(states, s)
 		}
-		if s == string(factory.StateSucceeded) || time.Now().After(deadline) {
+		if s == string(factory.StateSucceeded) {
+			seenAt = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
 			break
 		}
 	}
@@ -206,6 +212,13 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	if err != nil || states[len(states)-1] != "SUCCEEDED" || len(states) < 2 {
 		t.Fatalf("the run page did not follow the run live: %v %v", err, states)
 	}
+	// The end reaches the open page through its event stream, well before
+	// the fallback poll (every 5 s) would bring it.
+	run, err := h.c.GetRun(context.Background(), strings.TrimPrefix(runHref, "/ui/runs/"))
+	if err != nil || run.FinishedAt == nil || seenAt.Sub(*run.FinishedAt) > 2*time.Second {
+		t.Fatalf("the page showed the run's end %v after it ended (%v)", seenAt.Sub(*run.FinishedAt), err)
+	}
+	t.Logf("the page showed the run's end %v after it ended", seenAt.Sub(*run.FinishedAt))
 	if !strings.Contains(prompt, "<script>window.pwned = 1</script>") || pwned {
 		t.Fatalf("the prompt was not shown as text: %q (ran: %v)", prompt, pwned)
 	}
@@ -219,7 +232,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 // key, with the security headers.
 func TestDashboardAccess(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
+	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n", "webhooks/other.yaml": "authMode: token\n"})
 	h := runsServerWith(t, root)
 	ci := h.hook("ci")
 	for _, key := range []string{adminKey, runsKey} {
@@ -245,6 +258,7 @@ func TestDashboardAccess(t *testing.T) {
 		}
 		if key == adminKey {
 			checkDeliveryPage(t, h, c, ci)
+			checkRevealAndSync(t, h, c)
 		}
 		if key == runsKey {
 			checkSchedulePause(t, h, c)
@@ -254,11 +268,47 @@ func TestDashboardAccess(t *testing.T) {
 			if strings.Contains(string(b), `id="toggle"`) || csrf == "" {
 				t.Fatalf("a runs key sees the toggle (or no token): %s", b)
 			}
-			resp, _ = c.PostForm(h.url+"/ui/webhooks/"+ci.uid+"/toggle", url.Values{"csrf": {csrf}})
-			if resp.StatusCode != 403 {
-				t.Fatalf("a forged toggle with a runs key: %d", resp.StatusCode)
+			for _, action := range []string{"/ui/webhooks/" + ci.uid + "/toggle", "/ui/webhooks/" + ci.uid + "/reveal", "/ui/factories/" + h.status("acme").UID + "/sync"} {
+				resp, _ = c.PostForm(h.url+action, url.Values{"csrf": {csrf}})
+				if resp.StatusCode != 403 {
+					t.Fatalf("a forged %s with a runs key: %d", action, resp.StatusCode)
+				}
 			}
 		}
+	}
+}
+
+// checkRevealAndSync: an admin reveals a webhook's generated secret from
+// its pane, after a confirmation, once (the second time says why not);
+// Sync now syncs and says so.
+func checkRevealAndSync(t *testing.T, h *harness, c *http.Client) {
+	t.Helper()
+	uid := webhookUID(h, "other")
+	resp, _ := c.Get(h.url + "/ui/webhooks/" + uid)
+	b, _ := io.ReadAll(resp.Body)
+	csrf := between(string(b), `name="csrf" value="`, `"`)
+	if !strings.Contains(string(b), `href="/ui/webhooks/`+uid+`/reveal"`) {
+		t.Fatalf("the pane of an unrevealed generated secret offers no reveal: %s", b)
+	}
+	resp, _ = c.Get(h.url + "/ui/webhooks/" + uid + "/reveal")
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `id="confirm-reveal"`) || strings.Contains(string(b), `id="secret"`) {
+		t.Fatalf("the confirmation: %d %s", resp.StatusCode, b)
+	}
+	var shown []string
+	for range 2 {
+		resp, _ = c.PostForm(h.url+"/ui/webhooks/"+uid+"/reveal", url.Values{"csrf": {csrf}})
+		b, _ = io.ReadAll(resp.Body)
+		shown = append(shown, fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("Cache-Control"), " ", between(string(b), `<pre class="secret" id="secret">`, "<"),
+			between(string(b), `<p class="error" id="error">`, "<")))
+	}
+	if !strings.HasPrefix(shown[0], "200 no-store ") || len(shown[0]) < len("200 no-store ")+20 || !strings.Contains(shown[1], "409  the secret of webhook acme/other was already revealed") {
+		t.Fatalf("reveal twice: %q", shown)
+	}
+	resp, _ = c.PostForm(h.url+"/ui/factories/"+h.status("acme").UID+"/sync", url.Values{"csrf": {csrf}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `<p class="ok" id="synced">Synced acme.</p>`) {
+		t.Fatalf("Sync now: %d %s", resp.StatusCode, b)
 	}
 }
 
@@ -328,20 +378,37 @@ func checkTestFilter(t *testing.T, ctx context.Context, h *harness) {
 	if err != nil || len(ds) == 0 {
 		t.Fatal(err, ds)
 	}
-	for _, a := range st.Automations {
-		var verdict, keys string
+	test := func(a factory.AutomationStatus, input, value, button string) (verdict, result string) {
+		t.Helper()
 		err := chromedp.Run(ctx,
 			chromedp.Navigate(h.url+"/ui/automations"),
-			chromedp.WaitVisible(`//input[@name="automation"][@value="`+a.ID+`"]/../input[@name="delivery"]`, chromedp.BySearch),
-			chromedp.SendKeys(`//input[@name="automation"][@value="`+a.ID+`"]/../input[@name="delivery"]`, ds[0].ID, chromedp.BySearch),
-			chromedp.Click(`//input[@name="automation"][@value="`+a.ID+`"]/../button`, chromedp.BySearch),
+			chromedp.Click("#details-"+a.ID+" summary", chromedp.ByQuery),
+			chromedp.WaitVisible("#"+input+"-"+a.ID, chromedp.ByID),
+			chromedp.SendKeys("#"+input+"-"+a.ID, value, chromedp.ByID),
+			chromedp.Click("#"+button+"-"+a.ID, chromedp.ByID),
 			chromedp.WaitVisible("#verdict", chromedp.ByID),
 			chromedp.Text("#verdict", &verdict, chromedp.ByID),
-			chromedp.Text("#result", &keys, chromedp.ByID),
+			chromedp.Text("#result", &result, chromedp.ByID),
 		)
+		if err != nil {
+			t.Fatalf("Test filter of %s: %v", a.Name, err)
+		}
+		return verdict, result
+	}
+	for _, a := range st.Automations {
+		verdict, keys := test(a, "delivery", ds[0].ID, "test")
 		want := map[string]string{"all": "Would trigger", "failed-only": "Would not trigger"}[a.Name]
-		if err != nil || verdict != want || a.Name == "failed-only" && !strings.Contains(keys, "/status") {
-			t.Fatalf("Test filter of %s: %v %q, want %q\n%s", a.Name, err, verdict, want, keys)
+		if verdict != want || a.Name == "failed-only" && !strings.Contains(keys, "/status") {
+			t.Fatalf("Test filter of %s on %s: %q, want %q\n%s", a.Name, ds[0].ID, verdict, want, keys)
+		}
+		if a.Name != "failed-only" {
+			continue
+		}
+		// A pasted payload, matching and not.
+		for payload, want := range map[string]string{`{"status": "failed"}`: "Would trigger", `{"status": "passed"}`: "Would not trigger"} {
+			if verdict, keys := test(a, "payload", payload, "test-payload"); verdict != want {
+				t.Fatalf("Test filter of %s on the pasted %s: %q, want %q\n%s", a.Name, payload, verdict, want, keys)
+			}
 		}
 	}
 }

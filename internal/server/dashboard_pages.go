@@ -1,77 +1,182 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/url"
-	"strings"
+	"strconv"
 	"time"
 
 	"factory"
-	"factory/internal/reconciler"
-	"factory/internal/runtime"
 )
 
+// The dashboard's factory pages: Overview, Definition, Webhooks and a
+// webhook's pane with its delivery log.
+
+// countCap bounds the dashboard's counts: past it a page says "10000+",
+// and costs no more at a million runs than at ten thousand.
+const countCap = 10_000
+
+// count is a bounded count as a page shows it.
+type count struct {
+	N    int
+	More bool
+}
+
+func (c count) String() string {
+	if c.More {
+		return strconv.Itoa(c.N) + "+"
+	}
+	return strconv.Itoa(c.N)
+}
+
+// today is the start of the current UTC day: what "today" means on the
+// dashboard's counts.
+func today() time.Time { return time.Now().UTC().Truncate(24 * time.Hour) }
+
+// stateCount is the runs of one state created today.
+type stateCount struct {
+	State factory.RunState
+	Count count
+}
+
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, sess *session) error {
-	fs, err := s.store.Factories()
+	sts, err := s.factoryStatuses()
 	if err != nil {
 		return err
 	}
-	p := page{Title: "Overview", Session: sess}
-	for _, f := range fs {
-		st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+	var counts []stateCount
+	for _, st := range factory.RunStates {
+		n, more, err := s.store.CountRunsSince(st, today(), countCap)
 		if err != nil {
 			return err
 		}
-		p.Factories = append(p.Factories, st)
+		counts = append(counts, stateCount{st, count{n, more}})
 	}
-	s.render(w, "overview.html", p)
+	s.render(w, "overview.html", map[string]any{"Title": "Overview", "Session": sess, "Factories": sts, "Counts": counts,
+		"Admin": isAdmin(sess), "Served": s.runners, "Synced": r.URL.Query().Get("synced")})
 	return nil
 }
 
-// webhookStatus is one webhook as status shows it.
-func (s *Server) webhookStatus(uid string) (*factory.WebhookStatus, error) {
+// syncFactoryPage is Overview's "Sync now" (admin keys, the API's own
+// sync): it waits for the sync and shows the overview again.
+func (s *Server) syncFactoryPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !isAdmin(sess) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; syncing needs admin")
+	}
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	if err := s.SyncNow(ctx, f.Name); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/?synced="+f.Name, http.StatusSeeOther)
+	return nil
+}
+
+// definitionPage is the applied tree of each factory: agents, automations
+// with their triggers (and each schedule's next fire), runners, skills,
+// webhooks, scorers and benchmark suites.
+func (s *Server) definitionPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	sts, err := s.factoryStatuses()
+	if err != nil {
+		return err
+	}
+	s.render(w, "definition.html", map[string]any{"Title": "Definition", "Session": sess, "Factories": sts})
+	return nil
+}
+
+// webhookRow is a webhook on the Webhooks page.
+type webhookRow struct {
+	factory.WebhookStatus
+	Factory string
+	Today   count
+}
+
+// webhooksPage lists every factory's webhooks with their deliveries today.
+func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	sts, err := s.factoryStatuses()
+	if err != nil {
+		return err
+	}
+	var rows []webhookRow
+	for _, st := range sts {
+		for _, wh := range st.Webhooks {
+			n, more, err := s.store.CountDeliveriesSince(wh.UID, today(), countCap)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, webhookRow{WebhookStatus: wh, Factory: st.Name, Today: count{n, more}})
+		}
+	}
+	s.render(w, "webhooks.html", map[string]any{"Title": "Webhooks", "Session": sess, "Webhooks": rows})
+	return nil
+}
+
+// webhookStatus is one webhook as status shows it, with its factory's UID.
+func (s *Server) webhookStatus(uid string) (*factory.WebhookStatus, *factory.Factory, error) {
 	wh, err := s.svc.Webhook(context.Background(), uid)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, err := s.store.Factory(wh.Factory)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := factory.BuildStatus(f, []*factory.Webhook{wh}, nil, s.cfg.PublicURL)
-	return &st.Webhooks[0], nil
+	return &st.Webhooks[0], f, nil
 }
 
+// webhookPage is a webhook's detail pane and its delivery log, which
+// updates itself from the factory's event stream; ?before= pages back
+// through older deliveries (and then does not update).
 func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	wh, err := s.webhookStatus(r.PathValue("uid"))
+	wh, f, err := s.webhookStatus(r.PathValue("uid"))
 	if err != nil {
 		return err
 	}
-	s.render(w, "webhook.html", page{Title: "Webhook " + wh.Name, Session: sess, Webhook: wh, Admin: sess.Scope == factory.ScopeAdmin})
+	data := map[string]any{"Title": "Webhook " + wh.Name, "Session": sess, "Webhook": wh, "Factory": f, "Admin": isAdmin(sess),
+		"Before": r.URL.Query().Get("before"), "Now": time.Now().UnixNano()}
+	if wh.SecretName != "" {
+		if sec, err := s.store.Secret(wh.SecretName); err == nil {
+			data["Secret"] = sec
+		}
+	}
+	s.render(w, "webhook.html", data)
 	return nil
 }
 
-// deliveriesFragment is the delivery log's table, which the webhook page
-// reloads every second: a new delivery appears without a reload.
+// deliveriesPage is how many deliveries the log shows at once.
+const deliveriesPage = 25
+
+// deliveriesFragment is the delivery log's table: newest first, a page at
+// a time (before= the last ID of the previous page).
 func (s *Server) deliveriesFragment(w http.ResponseWriter, r *http.Request, _ *session) error {
-	ds, _, err := s.store.Deliveries(r.PathValue("uid"), "", 20)
+	wh, _, err := s.webhookStatus(r.PathValue("uid"))
 	if err != nil {
 		return err
 	}
-	s.render(w, "deliveries", ds)
+	ds, more, err := s.store.Deliveries(wh.UID, r.URL.Query().Get("before"), deliveriesPage)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"Deliveries": ds, "UID": wh.UID, "IngressURL": wh.IngressURL}
+	if more {
+		data["Older"] = ds[len(ds)-1].ID
+	}
+	s.render(w, "deliveries", data)
 	return nil
 }
 
 // toggleWebhook suspends or resumes a webhook: admin keys only, as the
 // API's suspend and resume.
 func (s *Server) toggleWebhook(w http.ResponseWriter, r *http.Request, sess *session) error {
-	if sess.Scope != factory.ScopeAdmin {
+	if !isAdmin(sess) {
 		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; enabling and disabling webhooks needs admin")
 	}
-	wh, err := s.webhookStatus(r.PathValue("uid"))
+	wh, _, err := s.webhookStatus(r.PathValue("uid"))
 	if err != nil {
 		return err
 	}
@@ -82,224 +187,42 @@ func (s *Server) toggleWebhook(w http.ResponseWriter, r *http.Request, sess *ses
 	return nil
 }
 
-func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	if _, err := s.runOf(r); err != nil {
+// revealConfirm asks before revealing a webhook's generated secret: it
+// can be shown once only.
+func (s *Server) revealConfirm(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !isAdmin(sess) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; revealing secrets needs admin")
+	}
+	wh, _, err := s.webhookStatus(r.PathValue("uid"))
+	if err != nil {
 		return err
 	}
-	s.render(w, "run.html", page{Title: "Run " + r.PathValue("runId"), Session: sess, RunID: r.PathValue("runId"),
-		Admin: (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
+	s.render(w, "reveal.html", map[string]any{"Title": "Reveal the secret of " + wh.Name, "Session": sess, "Webhook": wh})
 	return nil
 }
 
-// runLive is the run's state, prompt and timeline, which the run page
-// reloads every half second until the run ends.
-func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) error {
-	run, events, err := s.runWithEvents(r)
+// revealSecretPage reveals the secret (the API's own reveal, which marks
+// it revealed before it answers), on a page no cache keeps.
+func (s *Server) revealSecretPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !isAdmin(sess) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; revealing secrets needs admin")
+	}
+	wh, _, err := s.webhookStatus(r.PathValue("uid"))
 	if err != nil {
 		return err
 	}
-	item := run.Item()
-	s.render(w, "runlive", map[string]any{"Run": &item, "Events": events})
+	v, err := s.svc.RevealWebhookSecret(r.Context(), wh.UID)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.render(w, "reveal.html", map[string]any{"Title": "The secret of " + wh.Name, "Session": sess, "Webhook": wh, "Value": string(v)})
 	return nil
 }
 
-// runAction is a run's Cancel, Interrupt or Follow-up: runs and admin keys
-// only, through the same code as the API, then back to the run's page.
-func (s *Server) runAction(w http.ResponseWriter, r *http.Request, sess *session) error {
-	if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
-		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; acting on runs needs runs or admin")
-	}
-	id := r.PathValue("runId")
-	var err error
-	switch r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:] {
-	case "cancel":
-		_, err = s.cancel(id)
-	case "interrupt":
-		err = s.interrupt(id)
-	case "followup":
-		msg := r.PostFormValue("message")
-		if strings.TrimSpace(msg) == "" {
-			return errorf(CodeInvalidRequest, "write a message to send")
-		}
-		_, err = s.followUpRun(id, msg, nil)
-	default:
-		return errorf(CodeNotFound, "no such action")
-	}
-	if err != nil {
-		return err
-	}
-	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
-	return nil
-}
+func isAdmin(sess *session) bool { return sess.Scope == factory.ScopeAdmin }
 
-// runsPage lists the newest runs, with the API's state and search filters.
-func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	qs := url.Values{"limit": {"50"}}
-	state, search := r.URL.Query().Get("state"), r.URL.Query().Get("q")
-	if state != "" {
-		qs.Set("state", state)
-	}
-	if search != "" {
-		qs.Set("q", search)
-	}
-	q, err := parseRunQuery(qs)
-	if err != nil {
-		return err
-	}
-	page, err := s.store.ListRuns(q)
-	if err != nil {
-		return err
-	}
-	items := make([]factory.RunItem, 0, len(page.Runs))
-	for _, run := range page.Runs {
-		items = append(items, run.Item())
-	}
-	states := make([]string, 0, len(factory.RunStates))
-	for _, st := range factory.RunStates {
-		states = append(states, string(st))
-	}
-	s.render(w, "runs.html", map[string]any{"Title": "Runs", "Session": sess, "Runs": items, "States": states, "Filter": state,
-		"Search": search, "CanRun": (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
-	return nil
-}
-
-// newRun starts a run with the form's prompt, as the key that signed in,
-// in the default environment.
-func (s *Server) newRun(w http.ResponseWriter, r *http.Request, sess *session) error {
-	if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
-		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; starting runs needs runs or admin")
-	}
-	prompt := r.PostFormValue("prompt")
-	if strings.TrimSpace(prompt) == "" {
-		return errorf(CodeInvalidRequest, "write a prompt")
-	}
-	key, err := s.store.APIKeyByHash(sess.KeyHash)
-	if err != nil {
-		return err
-	}
-	run, err := s.cfg.Runs.Create(runtime.CreateRequest{Prompt: prompt, Source: factory.SourceAPI, Creator: apiKeyCreator(key)})
-	if err != nil {
-		return err
-	}
-	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
-	return nil
-}
-
-// fileSchedule is a schedule trigger on the Schedules page.
-type fileSchedule struct {
-	Factory, Automation string
-	S                   factory.ScheduleStatus
-}
-
-// schedulesPage shows the schedule triggers of every factory's automations
-// and the Agents API's schedules, with their next and last fire.
-func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	fs, err := s.store.Factories()
-	if err != nil {
-		return err
-	}
-	var files []fileSchedule
-	for _, f := range fs {
-		st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
-		if err != nil {
-			return err
-		}
-		for _, a := range st.Automations {
-			for _, sc := range a.Schedules {
-				files = append(files, fileSchedule{Factory: f.Name, Automation: a.Name, S: sc})
-			}
-		}
-	}
-	api, err := s.scheduleItems()
-	if err != nil {
-		return err
-	}
-	s.render(w, "schedules.html", map[string]any{"Title": "Schedules", "Session": sess, "Files": files, "API": api,
-		"CanRun": (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)})
-	return nil
-}
-
-// scheduleAction pauses or resumes an API schedule, as the API does.
-func (s *Server) scheduleAction(enabled bool) func(http.ResponseWriter, *http.Request, *session) error {
-	return func(w http.ResponseWriter, r *http.Request, sess *session) error {
-		if !(&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns) {
-			return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; pausing schedules needs runs or admin")
-		}
-		v, err := s.schedule(r)
-		if err != nil {
-			return err
-		}
-		v.Enabled, v.UpdatedAt = enabled, time.Now().UTC()
-		if key, err := s.store.APIKeyByHash(sess.KeyHash); err == nil {
-			v.UpdatedBy = apiKeyCreator(key)
-		}
-		if err := s.saveSchedule(v); err != nil {
-			return err
-		}
-		http.Redirect(w, r, "/ui/schedules", http.StatusSeeOther)
-		return nil
-	}
-}
-
-// automationsPage lists every factory's automations, and runs Test filter
-// (the API's own) on one against a stored delivery when asked.
-func (s *Server) automationsPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	fs, err := s.store.Factories()
-	if err != nil {
-		return err
-	}
-	var sts []*factory.FactoryStatus
-	for _, f := range fs {
-		st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
-		if err != nil {
-			return err
-		}
-		sts = append(sts, st)
-	}
-	data := map[string]any{"Title": "Automations", "Session": sess, "Factories": sts}
-	if a, d := r.URL.Query().Get("automation"), strings.TrimSpace(r.URL.Query().Get("delivery")); a != "" {
-		res, err := s.svc.TestFilter(r.Context(), a, d)
-		if err != nil {
-			return err
-		}
-		data["Result"], data["Tested"], data["Delivery"] = res, a, d
-	}
-	s.render(w, "automations.html", data)
-	return nil
-}
-
-// deliveryPage is one delivery: what the log recorded, the event it was,
-// the runs it started, and its payload pretty-printed (as text: a payload
-// is untrusted).
-func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	d, payload, err := s.svc.Delivery(r.Context(), r.PathValue("uid"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	pretty := ""
-	if len(payload) > 0 {
-		var b bytes.Buffer
-		if json.Indent(&b, payload, "", "  ") == nil {
-			pretty = b.String()
-		} else {
-			pretty = string(payload)
-		}
-	}
-	s.render(w, "delivery.html", map[string]any{"Title": "Delivery " + d.ID, "Session": sess, "D": d, "Payload": pretty,
-		"Admin": sess.Scope == factory.ScopeAdmin})
-	return nil
-}
-
-// redeliverPage evaluates a delivery again (admin keys, the API's own
-// Redeliver), and shows the new delivery.
-func (s *Server) redeliverPage(w http.ResponseWriter, r *http.Request, sess *session) error {
-	if sess.Scope != factory.ScopeAdmin {
-		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; redelivering needs admin")
-	}
-	d, err := s.svc.Redeliver(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	http.Redirect(w, r, "/ui/webhooks/"+d.WebhookUID+"/deliveries/"+d.ID, http.StatusSeeOther)
-	return nil
+// canRun says whether the session's key may start and act on runs.
+func canRun(sess *session) bool {
+	return (&factory.APIKey{Scope: sess.Scope}).Allows(factory.ScopeRuns)
 }

@@ -129,7 +129,8 @@ func (f flushFunc) Flush() { f() }
 // runs' changes (the run as the API shows it), each {"kind": "delivery"|
 // "run", ...}, in time order. An event's ID is its time in Unix
 // nanoseconds (a delivery's arrival, a run's last update): Last-Event-ID
-// resumes after it. Without Last-Event-ID the stream starts now.
+// (or last_event_id in the query) resumes after it. Without either the
+// stream starts now.
 func (s *Server) factoryEvents(w http.ResponseWriter, r *http.Request) error {
 	uid := r.URL.Query().Get("factory_uid")
 	if uid == "" {
@@ -140,7 +141,14 @@ func (s *Server) factoryEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cursor := time.Now().UnixNano()
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		// A page's first connection names the moment it was rendered, so
+		// that nothing between the render and the connection is missed;
+		// a reconnection's header wins.
+		last = r.URL.Query().Get("last_event_id")
+	}
+	if last != "" {
 		if cursor, err = strconv.ParseInt(last, 10, 64); err != nil {
 			return errorf(CodeInvalidRequest, "Last-Event-ID: must be the ID of an event of this stream")
 		}
@@ -197,7 +205,7 @@ func (s *Server) factoryChanges(f *factory.Factory, after int64) ([]change, erro
 		return nil, err
 	}
 	for _, hook := range hooks {
-		ds, _, err := s.store.Deliveries(hook.UID, "", 50)
+		ds, err := s.store.DeliveriesSince(hook.UID, time.Unix(0, after), 50)
 		if err != nil {
 			return nil, err
 		}

@@ -482,12 +482,11 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 // through here).
 func (s *Server) auth(h handler, scopes ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		key, err := s.caller(r)
+		if key == nil && err == nil {
 			s.writeError(w, r, errorf(CodeAuthenticationRequired, "send an API key as Authorization: Bearer <key>"))
 			return
 		}
-		key, err := s.store.APIKeyByValue(token)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && key.RevokedAt != nil) {
 			s.writeError(w, r, errorf(CodeAuthenticationRequired, "unknown or revoked API key"))
 			return
@@ -506,6 +505,25 @@ func (s *Server) auth(h handler, scopes ...string) http.Handler {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// caller is the key a request comes with: its bearer token, or for a read
+// without one, the dashboard session's (the pages' live updates read the
+// event streams with the session cookie; a state-changing request never
+// authenticates by cookie, which is what keeps CSRF out of the API). No
+// key and no error: the request brought none.
+func (s *Server) caller(r *http.Request) (*factory.APIKey, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && token != "" {
+		return s.store.APIKeyByValue(token)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return nil, nil
+	}
+	if sess := s.current(r); sess != nil {
+		return s.store.APIKeyByHash(sess.KeyHash)
+	}
+	return nil, nil
 }
 
 type apiKeyContext struct{}
@@ -563,9 +581,20 @@ func (s *Server) getFactory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+	st, err := s.factoryStatus(f)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// factoryStatus is a factory's status with when this server last read its
+// source.
+func (s *Server) factoryStatus(f *factory.Factory) (*factory.FactoryStatus, error) {
+	st, err := reconciler.Status(s.store, f, s.cfg.PublicURL)
+	if err != nil {
+		return nil, err
 	}
 	if rn := s.runners[f.Name]; rn != nil {
 		rn.mu.Lock()
@@ -575,8 +604,24 @@ func (s *Server) getFactory(w http.ResponseWriter, r *http.Request) error {
 		}
 		rn.mu.Unlock()
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return st, nil
+}
+
+// factoryStatuses is every factory's status.
+func (s *Server) factoryStatuses() ([]*factory.FactoryStatus, error) {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*factory.FactoryStatus, 0, len(fs))
+	for _, f := range fs {
+		st, err := s.factoryStatus(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 func (s *Server) syncFactory(w http.ResponseWriter, r *http.Request) error {

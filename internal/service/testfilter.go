@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,6 +32,68 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if err != nil {
 		return nil, err
 	}
+	return explainDelivery(a, hook, d.EventType, payload)
+}
+
+// TestPayload is Test filter on a pasted payload: the automation evaluated
+// as if the payload had arrived through one of its factory's webhooks
+// (webhookUID, or the first its triggers select), with the provider's
+// event name when the webhook is a provider's. Nothing is stored.
+func (s *Service) TestPayload(ctx context.Context, automationUID, webhookUID, eventType string, body []byte) (*factory.TestResult, error) {
+	a, err := s.Store.AutomationByUID(automationUID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, factory.Errorf(factory.ENOTFOUND, "no automation %s", automationUID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > factory.MaxWebhookBodyBytes {
+		return nil, factory.Errorf(factory.EINVALID, "payload: over %d bytes, the most a webhook accepts", factory.MaxWebhookBodyBytes)
+	}
+	if !json.Valid(body) {
+		return nil, factory.Errorf(factory.EINVALID, "payload: not valid JSON")
+	}
+	payload, err := filter.DecodePayload(body)
+	if err != nil {
+		return nil, factory.Errorf(factory.EINVALID, "payload: %v", err)
+	}
+	hook, err := s.testWebhook(a, webhookUID)
+	if err != nil {
+		return nil, err
+	}
+	return explainDelivery(a, hook, eventType, payload)
+}
+
+// testWebhook is the webhook a pasted payload is tested as arriving
+// through: the one named, which must be of the automation's factory, or
+// the first one the automation's triggers select.
+func (s *Service) testWebhook(a *factory.Automation, uid string) (*factory.Webhook, error) {
+	if uid == "" {
+		for _, t := range a.Spec.Triggers {
+			if len(t.Filter.WebhookIDs) > 0 {
+				uid = t.Filter.WebhookIDs[0]
+				break
+			}
+		}
+	}
+	if uid == "" {
+		return nil, factory.Errorf(factory.EINVALID, "automation %s has no webhook trigger: name the webhook the payload would arrive through (webhook_uid)", a.Key)
+	}
+	hooks, err := s.Store.AllWebhooksOf(a.Factory)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range hooks {
+		if w.UID == uid {
+			return w, nil
+		}
+	}
+	return nil, factory.Errorf(factory.ENOTFOUND, "no webhook %s in factory %s", uid, a.Factory)
+}
+
+// explainDelivery is the Test filter result of a payload arriving through
+// a webhook.
+func explainDelivery(a *factory.Automation, hook *factory.Webhook, eventType string, payload any) (*factory.TestResult, error) {
 	set, err := trigger.Compile(a.Spec.Triggers)
 	if err != nil {
 		return nil, err
@@ -39,7 +102,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if provider := factory.EventSourceOf(&hook.Spec); provider != "" && !x.Fires() {
 		// A provider's delivery: explain its events against the
 		// provider's triggers, key by key ("labels: wanted [...], got [...]").
-		evs, _ := events.Normalize(provider, d.EventType, payload)
+		evs, _ := events.Normalize(provider, eventType, payload)
 		for i, ev := range evs {
 			px := set.Explain(trigger.Event{Source: trigger.ProviderDelivery(provider, hook.UID), Payload: payload, Provider: ev})
 			if px.Fires() || i == 0 && len(px.Selecting) > 0 {
