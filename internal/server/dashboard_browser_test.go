@@ -207,7 +207,8 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 		}
 	}
 	if err == nil {
-		err = chromedp.Run(ctx, chromedp.Text("#prompt", &prompt, chromedp.ByID), chromedp.Evaluate(`window.pwned === 1`, &pwned))
+		// In one script: the live part is replaced on each event.
+		err = chromedp.Run(ctx, chromedp.Evaluate(`document.getElementById("prompt").textContent`, &prompt), chromedp.Evaluate(`window.pwned === 1`, &pwned))
 	}
 	if err != nil || states[len(states)-1] != "SUCCEEDED" || len(states) < 2 {
 		t.Fatalf("the run page did not follow the run live: %v %v", err, states)
@@ -322,7 +323,7 @@ func between(s, from, to string) string {
 }
 
 // signIn signs in with a key and returns a client that keeps the session.
-func signIn(t *testing.T, h *harness, key string) *http.Client {
+func signIn(t testing.TB, h *harness, key string) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
@@ -335,7 +336,7 @@ func signIn(t *testing.T, h *harness, key string) *http.Client {
 }
 
 // runsServerWith serves a factory at root with the admin key and a runs key.
-func runsServerWith(t *testing.T, root string) *harness {
+func runsServerWith(t testing.TB, root string) *harness {
 	t.Helper()
 	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
 		b := s.NewBatch()

@@ -169,7 +169,7 @@ func keys(m map[string]bool) []string {
 }
 
 // copyTree copies a directory's files.
-func copyTree(t *testing.T, from, to string) {
+func copyTree(t testing.TB, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

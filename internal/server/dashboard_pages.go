@@ -12,9 +12,9 @@ import (
 // The dashboard's factory pages: Overview, Definition, Webhooks and a
 // webhook's pane with its delivery log.
 
-// countCap bounds the dashboard's counts: past it a page says "10000+",
+// countCap bounds the dashboard's counts: past it a page says "1000+",
 // and costs no more at a million runs than at ten thousand.
-const countCap = 10_000
+const countCap = 1_000
 
 // count is a bounded count as a page shows it.
 type count struct {

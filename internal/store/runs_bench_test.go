@@ -10,28 +10,8 @@ import (
 	"factory"
 
 	"factory/internal/store"
+	"factory/internal/store/storetest"
 )
-
-// fillRuns writes n finished runs straight into a store (the manager's
-// workspaces are not what is measured), in batches.
-func fillRuns(b *testing.B, s *store.Store, n int) {
-	b.Helper()
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	states := []factory.RunState{"SUCCEEDED", "FAILED", "CANCELLED", "SUCCEEDED", "SUCCEEDED"}
-	for i := 0; i < n; {
-		batch := s.NewLogBatch()
-		for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
-			t := base.Add(time.Duration(i) * time.Second)
-			batch.PutRun(&factory.Run{ID: fmt.Sprintf("run_%024d", i), Title: fmt.Sprintf("Fix the topic%02d bug", i%20),
-				Prompt: "do the thing", State: states[i%len(states)], CreatedAt: t, UpdatedAt: t.Add(time.Minute), Environment: "default",
-				Source: "API", Config: []byte(fmt.Sprintf(`{"name":"job-%d","model_id":"m%d"}`, i%100, i%3)),
-				Metadata: map[string]string{"ticket": fmt.Sprintf("T-%d", i%50), "team": []string{"a", "b"}[i%2]}}, nil)
-		}
-		if err := batch.CommitNoSync(); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkListRunsPage lists one filtered page of 50, newest first, from
 // a store of 10,000 runs and from one of 1,000,000 (BENCH_LARGE_RUNS
@@ -62,7 +42,7 @@ func BenchmarkListRunsPage(b *testing.B) {
 			}
 			defer s.Close()
 			start := time.Now()
-			fillRuns(b, s, n)
+			storetest.FillRuns(b, s, n, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "")
 			b.Logf("filled %d runs in %v", n, time.Since(start))
 			if err := s.Compact(); err != nil {
 				b.Fatal(err)
