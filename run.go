@@ -93,9 +93,12 @@ type Run struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	// FinishedAt is when the run last ended; nil while it runs or waits.
-	FinishedAt    *time.Time        `json:"finished_at,omitempty"`
-	Config        json.RawMessage   `json:"agent_config,omitempty"`
-	Environment   string            `json:"environment_id,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	Config      json.RawMessage `json:"agent_config,omitempty"`
+	Environment string          `json:"environment_id,omitempty"`
+	// Worker is the worker (docs/spec/workers.md) that took the run's
+	// latest turn; empty when the server ran it itself.
+	Worker        string            `json:"worker,omitempty"`
 	Source        string            `json:"source,omitempty"`
 	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
@@ -297,6 +300,9 @@ func (r *Run) Item() RunItem {
 		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true}
 	it.Source = SourceName(r.Source)
 	executor := Executor
+	if r.Worker != "" {
+		executor = Creator{Type: "worker", UID: r.Worker, DisplayName: r.Worker}
+	}
 	it.Executor = &executor
 	if it.Artifacts == nil {
 		it.Artifacts = []Artifact{}

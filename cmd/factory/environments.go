@@ -43,7 +43,8 @@ type environmentConfig struct {
 
 // runManager builds the run manager of a server from its configuration:
 // the environments it defines, or the built-in demo environment.
-func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger) (*runtime.Manager, error) {
+// remote, when set, changes environments to run on workers.
+func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger, remote func(map[string]runtime.Environment)) (*runtime.Manager, error) {
 	var rc runtimeConfig
 	if len(cfg.Runtime) > 0 {
 		if err := json.Unmarshal(cfg.Runtime, &rc); err != nil {
@@ -106,6 +107,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 		if _, ok := envs[env]; !ok {
 			return nil, fmt.Errorf("runtime.harnesses.%s: %q names no environment", harness, env)
 		}
+	}
+	if remote != nil {
+		remote(envs)
 	}
 	dir, err := filepath.Abs(dataDir)
 	if err != nil {

@@ -43,6 +43,7 @@ type serveOpts struct {
 	metricsListen             string
 	logFormat, logLevel       string
 	pushSecret                string
+	workers                   workersOpts
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -85,17 +86,12 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.pushSecret, "push-secret", "", "enable the push receiver (POST /hooks/push) with this managed secret: a signed push notification syncs its factories at once")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
+	o.workers.flags(cmd)
 	return cmd
 }
 
 func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
-	// The Go heap of a server is small (a few MB: the store's cache and
-	// memtables live outside it), so at the default GOGC of 100 a flood of
-	// deliveries collects garbage 20 times a second. 400 cuts that by four
-	// for some 20 MB of heap. GOGC, when set, still decides.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	tuneGC()
 	cfg, err := a.serveConfig(cmd, o)
 	if err != nil {
 		return err
@@ -142,7 +138,13 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log)
+	cp, err := startControlPlane(cmd.Context(), &o.workers, s, a.dataDir(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer cp.close()
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, cp.remote())
 	if err != nil {
 		ln.Close()
 		return err
@@ -154,7 +156,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs,
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
@@ -162,6 +164,16 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return ok
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// tuneGC: the Go heap of a server is small (a few MB: the store's cache
+// and memtables live outside it), so at the default GOGC of 100 a flood of
+// deliveries collects garbage 20 times a second. 400 cuts that by four for
+// some 20 MB of heap. GOGC, when set, still decides.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 // serveConfig is the server's configuration: the --config file (its

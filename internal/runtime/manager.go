@@ -89,6 +89,10 @@ var errShutdown = errors.New("the server stopped while the run was in progress")
 // is BLOCKED until a follow-up continues it.
 var errInterrupted = errors.New("interrupted")
 
+// ErrInterrupted is the cause an executor elsewhere (a worker) cancels a
+// turn with, to stop it as an interrupt does: BLOCKED, not CANCELLED.
+var ErrInterrupted = errInterrupted
+
 // ErrNotLive is the error of an interrupt of a run with no turn in
 // progress.
 var ErrNotLive = errors.New("the run has no turn in progress")

@@ -27,6 +27,7 @@ import (
 	"factory/internal/schedules"
 	"factory/internal/service"
 	"factory/internal/store"
+	"factory/internal/workers"
 )
 
 // FactorySource is one factory the server reconciles.
@@ -43,6 +44,9 @@ type FactorySource struct {
 // Config is what the server runs.
 type Config struct {
 	PublicURL string
+	// Workers, when set, is the registry of workers (docs/spec/workers.md):
+	// /v1/admin/workers answers through it.
+	Workers   *workers.Registry
 	Factories []FactorySource
 	// Ingress limits; zero values take the seed's (ingress.Config).
 	IngressPerMinute, IngressFailedAuthPerMinute, IngressRejectedPerMinute int
@@ -429,6 +433,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/secrets", admin(s.createSecret))
 	mux.Handle("POST /v1/secrets/{name}/rotate", admin(s.rotateSecret))
 	mux.Handle("DELETE /v1/secrets/{name}", admin(s.deleteSecret))
+	mux.Handle("GET /v1/admin/workers", admin(s.listWorkers))
+	mux.Handle("POST /v1/admin/workers", admin(s.createWorker))
+	mux.Handle("POST /v1/admin/workers/{name}/revoke", admin(s.revokeWorker))
 	mux.Handle("GET /v1/admin/api-keys", admin(s.listAPIKeys))
 	mux.Handle("POST /v1/admin/api-keys", admin(s.createAPIKey))
 	mux.Handle("POST /v1/admin/api-keys/revoke", admin(s.revokeAPIKey))

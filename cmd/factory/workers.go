@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"factory"
+	"factory/internal/runtime"
+	"factory/internal/store"
+	"factory/internal/workers"
+)
+
+// workersOpts are serve's flags for workers (docs/spec/workers.md).
+type workersOpts struct {
+	natsListen   string
+	lease        time.Duration
+	noLocal      bool
+	localMaxRuns int
+}
+
+func (o *workersOpts) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.natsListen, "nats-listen", "", "run an embedded NATS JetStream server on this address (e.g. 127.0.0.1:4222) and execute the exec environments' runs on workers through it")
+	f.DurationVar(&o.lease, "lease", 10*time.Second, "with --nats-listen: a worker that sends nothing for this long loses its run (ERROR, retryable)")
+	f.BoolVar(&o.noLocal, "no-local-worker", false, "with --nats-listen: run no worker in this process (runs then wait for a worker elsewhere)")
+	f.IntVar(&o.localMaxRuns, "local-max-runs", 4, "with --nats-listen: how many runs the in-process worker runs at once")
+}
+
+// controlPlane is serve's part of the workers: the NATS server, the
+// dispatcher, the registry, and the in-process worker.
+type controlPlane struct {
+	nats     *workers.Embedded
+	registry *workers.Registry
+	disp     *workers.Dispatcher
+	stop     func()
+}
+
+// remote is what changes the run manager's environments: nil without
+// workers.
+func (cp *controlPlane) remote() func(map[string]runtime.Environment) {
+	if cp == nil {
+		return nil
+	}
+	return func(envs map[string]runtime.Environment) { remoteExecutors(envs, cp.disp) }
+}
+
+// workers is the server's registry of workers: nil without workers.
+func (cp *controlPlane) workers() *workers.Registry {
+	if cp == nil {
+		return nil
+	}
+	return cp.registry
+}
+
+func (cp *controlPlane) close() {
+	if cp != nil {
+		cp.stop()
+	}
+}
+
+// startControlPlane starts the embedded NATS server and what runs on it,
+// when --nats-listen asks for it (else nil). The run manager is made
+// after: its exec environments run through disp.
+func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, dataDir string, log *slog.Logger) (*controlPlane, error) {
+	if o.natsListen == "" {
+		return nil, nil
+	}
+	reg := &workers.Registry{Store: s}
+	emb, err := workers.StartEmbedded(dataDir, o.natsListen, &workers.Accounts{Worker: reg.Lookup}, factory.NewUID("np_"))
+	if err != nil {
+		return nil, err
+	}
+	nc, err := workers.Connect(emb.URL, emb.Own, "factory control plane")
+	if err != nil {
+		emb.Shutdown()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		err = workers.Setup(ctx, js)
+	}
+	if err != nil {
+		nc.Close()
+		emb.Shutdown()
+		return nil, fmt.Errorf("the workers' streams: %w", err)
+	}
+	reg.JS, reg.URL = js, emb.URL
+	wctx, cancel := context.WithCancel(context.Background())
+	disp := &workers.Dispatcher{NC: nc, JS: js, Lease: o.lease, Log: log, Claimed: func(runID, worker string) {
+		_, _ = s.UpdateRun(runID, false, func(r *factory.Run, _ *store.Batch) error { r.Worker = worker; return nil })
+	}}
+	if err := disp.Start(wctx); err != nil {
+		cancel()
+		nc.Close()
+		emb.Shutdown()
+		return nil, err
+	}
+	cp := &controlPlane{nats: emb, registry: reg, disp: disp}
+	done := make(chan struct{})
+	if !o.noLocal {
+		// The in-process worker: today's single-binary behaviour, through
+		// the same queue as workers elsewhere.
+		if err := workers.AddWorker(ctx, js, "local"); err != nil {
+			cancel()
+			return nil, err
+		}
+		w := &workers.Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.localMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local")}
+		go func() { _ = w.Run(wctx); close(done) }()
+	} else {
+		close(done)
+	}
+	cp.stop = func() { cancel(); <-done; nc.Close(); emb.Shutdown() }
+	log.Info("workers", "nats", emb.URL, "lease", o.lease, "local_worker", !o.noLocal)
+	return cp, nil
+}
+
+// remoteExecutors makes a manager's exec environments run on workers.
+func remoteExecutors(envs map[string]runtime.Environment, disp *workers.Dispatcher) {
+	for name, env := range envs {
+		if ex, ok := env.Executor.(*runtime.ExecExecutor); ok {
+			env.Executor = disp.Executor(ex.Command)
+			envs[name] = env
+		}
+	}
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	var credsFile, id, natsURL string
+	var maxRuns int
+	cmd := &cobra.Command{
+		Use:   "worker --creds FILE [--id NAME] [--max-runs N]",
+		Short: "Claim runs from a control plane's queue and run them on this machine",
+		Long: `A worker connects to the control plane's NATS server with the credentials that
+factory workers create printed, claims runs (at most --max-runs at once), runs each in a
+workspace under --data, and reports their events back. A run that named this worker's
+--id (a follow-up of a run it ran) comes to it; any other comes to whichever worker is free.
+
+SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have ended.`,
+		Example: `  factory workers create builder-1 > builder-1.creds     # on the control plane
+  factory worker --creds builder-1.creds --max-runs 4 --data /var/lib/factory-worker`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(credsFile)
+			if err != nil {
+				return err
+			}
+			var c workers.CredentialsFile
+			if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
+				return fmt.Errorf("%s: not a credentials file of factory workers create", credsFile)
+			}
+			if id == "" {
+				id = c.User
+			}
+			if natsURL == "" {
+				natsURL = c.URL
+			}
+			return a.runWorker(cmd.Context(), c.Credentials, natsURL, id, maxRuns)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&credsFile, "creds", "", "the credentials file factory workers create printed")
+	f.StringVar(&id, "id", "", "this worker's name (default: the credentials' user)")
+	f.StringVar(&natsURL, "nats", "", "the control plane's NATS URL (default: the one in the credentials file)")
+	f.IntVar(&maxRuns, "max-runs", 4, "how many runs at once")
+	_ = cmd.MarkFlagRequired("creds")
+	return cmd
+}
+
+func (a *app) runWorker(ctx context.Context, c workers.Credentials, natsURL, id string, maxRuns int) error {
+	if id != c.User {
+		return fmt.Errorf("--id %s: the credentials are worker %s's", id, c.User)
+	}
+	log, err := newLogger(a.stderr, "text", "info")
+	if err != nil {
+		return err
+	}
+	nc, err := workers.Connect(natsURL, c, "factory worker "+id)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	dir, err := filepath.Abs(a.dataDir())
+	if err != nil {
+		return err
+	}
+	log.Info("worker started", "worker", id, "nats", natsURL, "max_runs", maxRuns, "dir", dir)
+	w := &workers.Worker{ID: id, NC: nc, JS: js, MaxRuns: maxRuns, Dir: dir, Log: log.With("worker", id)}
+	err = w.Run(ctx)
+	log.Info("worker stopped", "worker", id)
+	return err
+}
+
+func (a *app) workersCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workers",
+		Short: "Manage the workers of a server started with --nats-listen",
+		Example: `  factory workers create builder-1 > builder-1.creds
+  factory workers list
+  factory workers revoke builder-1`,
+	}
+	var output string
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Register a worker and print its credentials file (once)", Args: cobra.ExactArgs(1),
+		Example: "  factory workers create builder-1 > builder-1.creds",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out json.RawMessage
+			if err := a.workersCall(cmd.Context(), "POST", "/v1/admin/workers", map[string]string{"name": args[0]}, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "Created worker %s: its credentials follow, shown this once.\n", args[0])
+			fmt.Fprintln(a.stdout, string(out))
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List the workers", Args: cobra.NoArgs, Example: "  factory workers list --output json",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out struct {
+				Workers []workers.WorkerInfo `json:"workers"`
+			}
+			if err := a.workersCall(cmd.Context(), "GET", "/v1/admin/workers", nil, &out); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(a.stdout, out)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tCREATED\tREVOKED")
+			for _, w := range out.Workers {
+				revoked := "-"
+				if w.RevokedAt != nil {
+					revoked = w.RevokedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, w.CreatedAt.Format(time.RFC3339), revoked)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	revoke := &cobra.Command{
+		Use: "revoke NAME", Short: "Refuse a worker's next connections", Args: cobra.ExactArgs(1),
+		Example: "  factory workers revoke builder-1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.workersCall(cmd.Context(), "POST", "/v1/admin/workers/"+args[0]+"/revoke", map[string]string{}, nil)
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+// workersCall goes through the running server: it holds the NATS server.
+func (a *app) workersCall(ctx context.Context, method, path string, body, out any) error {
+	c := a.remote()
+	if c == nil {
+		return errors.New("no server is running on this data directory (or given with --server): workers are managed through one started with --nats-listen")
+	}
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	return apiError(c.Do(ctx, method, path, rd, out))
+}

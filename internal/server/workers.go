@@ -1,0 +1,56 @@
+package server
+
+import (
+	"net/http"
+)
+
+// The workers' registry (docs/spec/workers.md): admin keys only, and only
+// on a server that runs its NATS server (--nats-listen).
+
+func (s *Server) workerRegistry() error {
+	if s.cfg.Workers == nil {
+		return errorf(CodeConflict, "this server runs no workers: start it with --nats-listen")
+	}
+	return nil
+}
+
+func (s *Server) createWorker(w http.ResponseWriter, r *http.Request) error {
+	if err := s.workerRegistry(); err != nil {
+		return err
+	}
+	var q struct {
+		Name string `json:"name"`
+	}
+	if err := decodeBody(r, &q); err != nil {
+		return err
+	}
+	creds, err := s.cfg.Workers.Create(r.Context(), q.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, creds)
+	return nil
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	if err := s.workerRegistry(); err != nil {
+		return err
+	}
+	ws, err := s.cfg.Workers.List(r.Context(), nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+	return nil
+}
+
+func (s *Server) revokeWorker(w http.ResponseWriter, r *http.Request) error {
+	if err := s.workerRegistry(); err != nil {
+		return err
+	}
+	if err := s.cfg.Workers.Revoke(r.Context(), r.PathValue("name")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+	return nil
+}

@@ -1,0 +1,276 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"factory"
+	"factory/internal/runtime"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Assignment is one turn of a run, as a worker gets it: what to run, the
+// prompt and attachments to lay out, and the agent's environment (only
+// it: the control plane's own environment never travels).
+type Assignment struct {
+	RunID       string            `json:"run_id"`
+	Attempt     string            `json:"attempt"` // unique per turn: events name it
+	Command     []string          `json:"command"`
+	Prompt      []byte            `json:"prompt"`
+	FollowUp    string            `json:"follow_up,omitempty"`
+	Env         []string          `json:"env,omitempty"`
+	IdleTimeout time.Duration     `json:"idle_timeout,omitempty"`
+	Timeout     time.Duration     `json:"timeout,omitempty"`
+	Attachments map[string][]byte `json:"attachments,omitempty"`
+	Lease       time.Duration     `json:"lease"`
+}
+
+// Event is what a worker reports of a turn: claimed (it took it),
+// message, heartbeat (the lease renewed), done (with the result and the
+// files the agent left in its output folder).
+type Event struct {
+	RunID   string            `json:"run_id"`
+	Attempt string            `json:"attempt"`
+	Worker  string            `json:"worker"`
+	Kind    string            `json:"kind"`
+	Time    time.Time         `json:"time"`
+	Message string            `json:"message,omitempty"`
+	Result  *runtime.Result   `json:"result,omitempty"`
+	Outputs map[string][]byte `json:"outputs,omitempty"`
+}
+
+// Control asks the worker running a turn to stop it.
+type Control struct {
+	RunID   string `json:"run_id"`
+	Attempt string `json:"attempt"`
+	Action  string `json:"action"` // cancel or interrupt
+}
+
+// Dispatcher is the control plane's side: it publishes assignments and
+// routes the workers' events to the turns waiting for them.
+type Dispatcher struct {
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Lease time.Duration
+	Log   *slog.Logger
+	// Claimed is told which worker took a run (the run's executor).
+	Claimed func(runID, worker string)
+
+	mu      sync.Mutex
+	waiting map[string]chan Event // by attempt
+	last    map[string]string     // run ID → the worker of its last turn
+}
+
+// Setup creates the streams and the shared consumer, idempotently: the
+// runs' work queue (each assignment taken once) and the events (kept a
+// day, for a control plane that restarts).
+func Setup(ctx context.Context, js jetstream.JetStream) error {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: RunsStream, Subjects: []string{"factory.runs.>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("stream %s: %w", RunsStream, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: EventsStream, Subjects: []string{"factory.events.>"},
+		Storage: jetstream.FileStorage, MaxAge: 24 * time.Hour}); err != nil {
+		return fmt.Errorf("stream %s: %w", EventsStream, err)
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, RunsStream, jetstream.ConsumerConfig{Durable: anyConsumer, FilterSubject: anySubject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1})
+	return err
+}
+
+// AddWorker creates the queue of a worker's own assignments.
+func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
+	_, err := js.CreateOrUpdateConsumer(ctx, RunsStream, jetstream.ConsumerConfig{Durable: hostConsumer(id), FilterSubject: hostSubject(id),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1})
+	return err
+}
+
+// Start consumes the events stream until ctx ends.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	d.waiting, d.last = map[string]chan Event{}, map[string]string{}
+	d.mu.Unlock()
+	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		return err
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		var e Event
+		if json.Unmarshal(m.Data(), &e) == nil {
+			d.route(e)
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); cc.Stop() }()
+	return nil
+}
+
+func (d *Dispatcher) route(e Event) {
+	d.mu.Lock()
+	ch := d.waiting[e.Attempt]
+	d.mu.Unlock()
+	if ch == nil {
+		d.Log.Warn("an event of a turn nobody waits for", "run", e.RunID, "worker", e.Worker, "kind", e.Kind)
+		return
+	}
+	select {
+	case ch <- e:
+	default:
+		// The turn's buffer is full: messages may go, the turn's end not.
+		if e.Kind == "done" {
+			ch <- e
+		}
+	}
+}
+
+// Executor is an executor that runs command on a worker.
+func (d *Dispatcher) Executor(command []string) runtime.Executor {
+	return &remote{d: d, command: command}
+}
+
+type remote struct {
+	d       *Dispatcher
+	command []string
+}
+
+// Run publishes the turn and follows it: claimed, messages, heartbeats,
+// its end. A worker that goes quiet for longer than the lease ends the
+// turn as ERROR (retryable); cancelling ctx asks the worker to stop.
+func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Event)) runtime.Result {
+	d := x.d
+	a, err := assignment(t, x.command, d.Lease)
+	if err != nil {
+		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
+	}
+	ch := make(chan Event, 256)
+	d.mu.Lock()
+	d.waiting[a.Attempt] = ch
+	subject := anySubject
+	if w := d.last[t.RunID]; w != "" && t.FollowUp != "" {
+		subject = hostSubject(w) // the workspace is there
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.waiting, a.Attempt)
+		d.mu.Unlock()
+	}()
+	body, _ := json.Marshal(a)
+	ack, err := d.JS.Publish(ctx, subject, body, jetstream.WithMsgID(a.Attempt))
+	if err != nil {
+		return runtime.Result{State: factory.StateError, Message: "queueing the run for a worker: " + err.Error()}
+	}
+	return x.follow(ctx, a, ack.Sequence, ch, events, t.OutputDir)
+}
+
+// follow waits for a turn's events until it ends.
+func (x *remote) follow(ctx context.Context, a *Assignment, seq uint64, ch chan Event, events func(runtime.Event), outputDir string) runtime.Result {
+	d := x.d
+	worker := ""
+	lease := time.NewTimer(d.Lease)
+	defer lease.Stop()
+	done := ctx.Done()
+	for {
+		select {
+		case e := <-ch:
+			lease.Reset(d.Lease)
+			switch e.Kind {
+			case "claimed":
+				worker = e.Worker
+				d.mu.Lock()
+				d.last[a.RunID] = worker
+				d.mu.Unlock()
+				if d.Claimed != nil {
+					d.Claimed(a.RunID, worker)
+				}
+			case "message":
+				events(runtime.Event{Time: e.Time, Message: e.Message})
+			case "done":
+				return finished(e, outputDir)
+			}
+		case <-lease.C:
+			if worker == "" {
+				lease.Reset(d.Lease) // still queued: no lease runs yet
+				continue
+			}
+			return runtime.Result{State: factory.StateError, Code: "worker_lost",
+				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", worker, d.Lease)}
+		case <-done:
+			done = nil
+			x.stop(ctx, a, seq, worker)
+			if worker == "" {
+				return runtime.Result{State: factory.StateCancelled, Message: "cancelled before a worker took it"}
+			}
+		}
+	}
+}
+
+// stop takes a turn back: out of the queue if no worker has it, else a
+// word to the worker that has it.
+func (x *remote) stop(ctx context.Context, a *Assignment, seq uint64, worker string) {
+	d := x.d
+	if worker == "" {
+		if s, err := d.JS.Stream(context.Background(), RunsStream); err == nil {
+			_ = s.DeleteMsg(context.Background(), seq)
+		}
+		return
+	}
+	action := "cancel"
+	if errors.Is(context.Cause(ctx), runtime.ErrInterrupted) {
+		action = "interrupt"
+	}
+	b, _ := json.Marshal(Control{RunID: a.RunID, Attempt: a.Attempt, Action: action})
+	if err := d.NC.Publish(controlSubject(worker), b); err != nil {
+		d.Log.Error("asking a worker to stop a run", "run", a.RunID, "worker", worker, "err", err)
+	}
+}
+
+// finished is a turn's result, with the agent's output files written
+// where the control plane collects artifacts from.
+func finished(e Event, outputDir string) runtime.Result {
+	if e.Result == nil {
+		return runtime.Result{State: factory.StateError, Message: "the worker sent no result"}
+	}
+	for name, b := range e.Outputs {
+		p := filepath.Join(outputDir, filepath.FromSlash(name))
+		if !filepath.IsLocal(filepath.FromSlash(name)) || os.MkdirAll(filepath.Dir(p), 0o700) != nil {
+			continue
+		}
+		_ = os.WriteFile(p, b, 0o600)
+	}
+	return *e.Result
+}
+
+// assignment builds a turn's assignment from its laid-out workspace.
+func assignment(t runtime.Turn, command []string, lease time.Duration) (*Assignment, error) {
+	prompt, err := os.ReadFile(t.PromptFile)
+	if err != nil {
+		return nil, err
+	}
+	a := &Assignment{RunID: t.RunID, Attempt: factory.NewUID("at_"), Command: command, Prompt: prompt, FollowUp: t.FollowUp,
+		Env: t.Env, IdleTimeout: t.IdleTimeout, Timeout: t.Timeout, Lease: lease, Attachments: map[string][]byte{}}
+	entries, _ := os.ReadDir(t.AttachmentsDir)
+	for _, en := range entries {
+		if en.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(t.AttachmentsDir, en.Name()))
+			if err != nil {
+				return nil, err
+			}
+			a.Attachments[en.Name()] = b
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,165 @@
+// Package workers runs runs on other machines (docs/spec/workers.md): the
+// control plane publishes each turn as an assignment to a NATS JetStream
+// work queue, a worker claims it, runs it with the same executors as the
+// control plane, and publishes its events back. NATS carries everything;
+// this package adds the assignment's shape, leases and routing.
+package workers
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Subjects and streams. Assignments: factory.runs.any (any worker) and
+// factory.runs.host.<id> (the worker of that --id: a workerHost, or the
+// worker that ran a run's earlier turns). Events: factory.events.<id>.
+// Control (cancel, interrupt): factory.control.<id>, plain NATS.
+const (
+	RunsStream   = "FACTORY_RUNS"
+	EventsStream = "FACTORY_EVENTS"
+	anySubject   = "factory.runs.any"
+	anyConsumer  = "any"
+)
+
+func hostSubject(id string) string   { return "factory.runs.host." + id }
+func hostConsumer(id string) string  { return "host-" + id }
+func eventsSubject(id string) string { return "factory.events." + id }
+func controlSubject(id string) string {
+	return "factory.control." + id
+}
+func inboxPrefix(id string) string { return "_INBOX_" + id }
+
+// ControlUser is the control plane's own NATS user.
+const ControlUser = "factory-control-plane"
+
+// Credentials are one NATS user's: a worker's (from factory workers
+// create) or the control plane's.
+type Credentials struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// Accounts checks who may connect to the embedded server, and gives each
+// worker only its own subjects. Workers are looked up at each connection,
+// so a worker created or revoked while the server runs is seen at once.
+type Accounts struct {
+	// Worker returns the SHA-256 of a worker's password, false for no
+	// (or a revoked) worker.
+	Worker func(name string) (passwordHash []byte, ok bool)
+	mu     sync.Mutex
+	own    []byte // the control plane's password
+}
+
+// Check is server.Authentication.
+func (a *Accounts) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o == nil {
+		return false
+	}
+	sum := sha256.Sum256([]byte(o.Password))
+	a.mu.Lock()
+	own := a.own
+	a.mu.Unlock()
+	if o.Username == ControlUser {
+		ownSum := sha256.Sum256(own)
+		if len(own) == 0 || subtle.ConstantTimeCompare(sum[:], ownSum[:]) != 1 {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: ControlUser})
+		return true
+	}
+	want, ok := a.Worker(o.Username)
+	if !ok || !validID(o.Username) || subtle.ConstantTimeCompare(sum[:], want) != 1 {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: o.Username, Permissions: workerPermissions(o.Username)})
+	return true
+}
+
+// workerPermissions deny by default: a worker pulls from the shared queue
+// and its own, acknowledges what it took, publishes its own events, and
+// hears its own control subject; replies come to its own inbox.
+func workerPermissions(id string) *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + anyConsumer,
+			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + hostConsumer(id),
+			"$JS.API.CONSUMER.INFO." + RunsStream + "." + anyConsumer,
+			"$JS.API.CONSUMER.INFO." + RunsStream + "." + hostConsumer(id),
+			"$JS.ACK." + RunsStream + "." + anyConsumer + ".>",
+			"$JS.ACK." + RunsStream + "." + hostConsumer(id) + ".>",
+			eventsSubject(id),
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inboxPrefix(id) + ".>", controlSubject(id)}},
+	}
+}
+
+// validID is what a worker's name may be: it is part of subjects.
+func validID(id string) bool {
+	if id == "" || len(id) > 64 || id == ControlUser {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidID says whether a worker's name can be used.
+func ValidID(id string) bool { return validID(id) }
+
+// Embedded is the control plane's NATS server with JetStream.
+type Embedded struct {
+	Server *server.Server
+	URL    string
+	Own    Credentials
+}
+
+// StartEmbedded starts a NATS server with JetStream in this process: file
+// storage under dataDir/nats, every write synced before it is
+// acknowledged, listening on listen (host:port; loopback unless the
+// operator says otherwise).
+func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword string) (*Embedded, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen %q: the port is not a number", listen)
+	}
+	accounts.mu.Lock()
+	accounts.own = []byte(ownPassword)
+	accounts.mu.Unlock()
+	opts := &server.Options{
+		ServerName: "factory", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(dataDir, "nats"),
+		SyncAlways: true, SyncInterval: time.Minute, NoSigs: true, MaxPayload: 8 << 20,
+		CustomClientAuthentication: accounts,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("the embedded NATS server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("the embedded NATS server did not start listening on %s", listen)
+	}
+	return &Embedded{Server: s, URL: "nats://" + s.Addr().String(), Own: Credentials{User: ControlUser, Password: ownPassword}}, nil
+}
+
+// Shutdown stops the server after its clients.
+func (e *Embedded) Shutdown() {
+	e.Server.Shutdown()
+	e.Server.WaitForShutdown()
+}

@@ -1,0 +1,249 @@
+package workers_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"factory"
+	"factory/client"
+)
+
+// The tests here start real processes: the control plane (factory serve
+// --nats-listen) and workers (factory worker), from a binary built once.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "factory-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "factory")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/factory").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a started process whose output is kept.
+type proc struct {
+	cmd *exec.Cmd
+	out *os.File
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "FACTORY_API_KEY=")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("%s's output:\n%s", name, b)
+		}
+	})
+	return p
+}
+
+func (p *proc) log() string {
+	b, _ := os.ReadFile(p.out.Name())
+	return string(b)
+}
+
+// cluster is a control plane and its client.
+type cluster struct {
+	url, data, adminKey string
+	c                   *client.Client
+	lease               time.Duration
+}
+
+// controlPlane serves an exec environment whose agent sleeps a moment
+// (30 s when the prompt says "slow"), with workers only elsewhere.
+func controlPlane(t *testing.T, lease time.Duration) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	listen := freeAddr(t)
+	config := fmt.Sprintf(`listen: %s
+runtime:
+  defaultEnvironment: sh
+  maxConcurrentRuns: 64
+environments:
+  sh:
+    executor: exec
+    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
+`, listen)
+	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "cp")
+	start(t, "control-plane", "--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
+		"--no-local-worker", "--lease", lease.String())
+	url := "http://" + listen
+	var key []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if key, _ = os.ReadFile(filepath.Join(data, "admin-api-key")); len(key) > 0 {
+			if c := client.New(url, strings.TrimSpace(string(key))); c != nil {
+				if _, err := c.ListRuns(context.Background(), nil); err == nil {
+					return &cluster{url: url, data: data, adminKey: strings.TrimSpace(string(key)), c: c, lease: lease}
+				}
+			}
+		}
+	}
+	t.Fatal("the control plane did not start")
+	return nil
+}
+
+// worker registers a worker and starts it.
+func (cl *cluster) worker(t *testing.T, name string, maxRuns int) *proc {
+	t.Helper()
+	var creds json.RawMessage
+	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"`+name+`"}`), &creds); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(file, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, name, "--data", filepath.Join(t.TempDir(), name), "worker", "--creds", file, "--max-runs", fmt.Sprint(maxRuns))
+}
+
+func (cl *cluster) create(t *testing.T, prompt string) string {
+	t.Helper()
+	r, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.RunID
+}
+
+// wait waits for a run to satisfy ok.
+func (cl *cluster) wait(t *testing.T, id string, within time.Duration, ok func(*client.Run) bool) *client.Run {
+	t.Helper()
+	var r *client.Run
+	var err error
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r, err = cl.c.GetRun(context.Background(), id); err == nil && ok(r) {
+			return r
+		}
+	}
+	t.Fatalf("run %s: %+v %v", id, r, err)
+	return nil
+}
+
+// TestWorkers: two worker processes share the runs; each run is executed
+// once, by one worker (their own logs say what they started), and comes
+// back with its output; a worker killed with SIGKILL mid-run leaves its
+// run ERROR and retryable within twice the lease, and the runs queued
+// after it go to the other worker.
+func TestWorkers(t *testing.T) {
+	cl := controlPlane(t, time.Second)
+	w1, w2 := cl.worker(t, "w1", 4), cl.worker(t, "w2", 4)
+	var ids []string
+	for i := range 24 {
+		ids = append(ids, cl.create(t, fmt.Sprintf("run %d", i)))
+	}
+	by := map[string]int{}
+	for _, id := range ids {
+		r := cl.wait(t, id, 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.Type != "worker" || len(r.Artifacts) == 0 {
+			t.Fatalf("run %s: %s, executor %+v, artifacts %+v", id, r.State, r.Executor, r.Artifacts)
+		}
+		by[r.Executor.UID]++
+	}
+	if by["w1"] == 0 || by["w2"] == 0 || by["w1"]+by["w2"] != len(ids) {
+		t.Fatalf("the runs went %v", by)
+	}
+	checkOnce(t, ids, w1.log(), w2.log())
+
+	slow := cl.create(t, "slow")
+	r := cl.wait(t, slow, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+	victim, other := w1, "w2"
+	if r.Executor.UID == "w2" {
+		victim, other = w2, "w1"
+	}
+	time.Sleep(300 * time.Millisecond) // it runs
+	killed := time.Now()
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r = cl.wait(t, slow, 10*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	lost := time.Since(killed)
+	if r.State != factory.StateError || r.StatusMessage == nil || !r.StatusMessage.Retryable || lost > 2*cl.lease+500*time.Millisecond {
+		t.Fatalf("after its worker died: %s %+v, %v after (lease %v)", r.State, r.StatusMessage, lost, cl.lease)
+	}
+	t.Logf("the run of the killed worker was ERROR %v after the kill (lease %v)", lost.Round(time.Millisecond), cl.lease)
+	for i := range 4 {
+		id := cl.create(t, fmt.Sprintf("after %d", i))
+		r := cl.wait(t, id, 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State != factory.StateSucceeded || r.Executor.UID != other {
+			t.Fatalf("a run after the kill: %s on %+v", r.State, r.Executor)
+		}
+	}
+}
+
+// checkOnce reads the workers' logs: every run was started exactly once,
+// by one worker.
+func checkOnce(t *testing.T, ids []string, logs ...string) {
+	t.Helper()
+	started := map[string]int{}
+	for _, l := range logs {
+		sc := bufio.NewScanner(strings.NewReader(l))
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.Contains(line, `msg="run started"`) {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, " run=")
+			id, _, _ := strings.Cut(rest, " ")
+			started[id]++
+		}
+	}
+	for _, id := range ids {
+		if started[id] != 1 {
+			t.Fatalf("run %s was started %d times by the workers", id, started[id])
+		}
+	}
+}

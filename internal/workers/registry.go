@@ -1,0 +1,104 @@
+package workers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"factory"
+	"factory/internal/store"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Registry creates, lists and revokes workers: a store record with the
+// password's hash, and the worker's own queue.
+type Registry struct {
+	Store *store.Store
+	JS    jetstream.JetStream
+	URL   string // the NATS URL workers connect to
+}
+
+// CredentialsFile is what factory workers create prints and factory
+// worker --creds reads.
+type CredentialsFile struct {
+	Credentials
+	URL string `json:"nats_url"`
+}
+
+// Lookup is Accounts.Worker over the store.
+func (g *Registry) Lookup(name string) ([]byte, bool) {
+	w, err := g.Store.Worker(name)
+	if err != nil || w.RevokedAt != nil {
+		return nil, false
+	}
+	return w.PasswordHash, true
+}
+
+// Create registers a worker and returns its credentials, once.
+func (g *Registry) Create(ctx context.Context, name string) (*CredentialsFile, error) {
+	if !validID(name) {
+		return nil, factory.Errorf(factory.EINVALID, "worker name %q: 1 to 64 of a-z A-Z 0-9 - _", name)
+	}
+	if w, err := g.Store.Worker(name); err == nil && w.RevokedAt == nil {
+		return nil, factory.Errorf(factory.ECONFLICT, "worker %s exists: revoke it first to make new credentials", name)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, err
+	}
+	password := base64.RawURLEncoding.EncodeToString(raw)
+	sum := sha256.Sum256([]byte(password))
+	if err := AddWorker(ctx, g.JS, name); err != nil {
+		return nil, fmt.Errorf("the worker's queue: %w", err)
+	}
+	b := g.Store.NewBatch()
+	b.PutWorker(&store.WorkerRecord{Name: name, PasswordHash: sum[:], CreatedAt: time.Now().UTC()})
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	return &CredentialsFile{Credentials: Credentials{User: name, Password: password}, URL: g.URL}, nil
+}
+
+// WorkerInfo is a worker as workers list shows it.
+type WorkerInfo struct {
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Connected bool       `json:"connected"`
+}
+
+// List lists the workers.
+func (g *Registry) List(ctx context.Context, connected func(name string) bool) ([]WorkerInfo, error) {
+	ws, err := g.Store.Workers()
+	if err != nil {
+		return nil, err
+	}
+	out := []WorkerInfo{}
+	for _, w := range ws {
+		out = append(out, WorkerInfo{Name: w.Name, CreatedAt: w.CreatedAt, RevokedAt: w.RevokedAt, Connected: connected != nil && connected(w.Name)})
+	}
+	return out, nil
+}
+
+// Revoke refuses a worker's next connections.
+func (g *Registry) Revoke(ctx context.Context, name string) error {
+	w, err := g.Store.Worker(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return factory.Errorf(factory.ENOTFOUND, "no worker %s", name)
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	w.RevokedAt = &now
+	b := g.Store.NewBatch()
+	b.PutWorker(w)
+	return b.Commit()
+}

@@ -1,0 +1,254 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"factory"
+	"factory/internal/runtime"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Worker claims assignments and runs them (the direct backend: a process
+// group in a per-run workspace under Dir).
+type Worker struct {
+	ID      string
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	MaxRuns int
+	Dir     string
+	Log     *slog.Logger
+
+	mu     sync.Mutex
+	active map[string]context.CancelCauseFunc // by attempt
+	wg     sync.WaitGroup
+}
+
+// maxOutputs bounds the files a turn sends back.
+const maxOutputs = 4 << 20
+
+// Connect opens a worker's or the control plane's connection: its own
+// inbox prefix, reconnecting for ever (a control plane that restarts
+// comes back on the same address).
+func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.UserInfo(c.User, c.Password), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	if c.User != ControlUser {
+		opts = append(opts, nats.CustomInboxPrefix(inboxPrefix(c.User)))
+	}
+	return nats.Connect(url, opts...)
+}
+
+// Run claims and runs assignments until ctx ends, then drains: it takes
+// nothing new and waits for the turns it holds to end.
+func (w *Worker) Run(ctx context.Context) error {
+	w.active = map[string]context.CancelCauseFunc{}
+	if w.MaxRuns <= 0 {
+		w.MaxRuns = 4
+	}
+	host, err := w.JS.Consumer(ctx, RunsStream, hostConsumer(w.ID))
+	if err != nil {
+		return fmt.Errorf("this worker's queue: %w (is it created with factory workers create %s?)", err, w.ID)
+	}
+	shared, err := w.JS.Consumer(ctx, RunsStream, anyConsumer)
+	if err != nil {
+		return fmt.Errorf("the shared queue: %w", err)
+	}
+	sub, err := w.NC.Subscribe(controlSubject(w.ID), w.control)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	w.claimLoop(ctx, host, shared, make(chan struct{}, w.MaxRuns))
+	w.Log.Info("draining: waiting for the runs this worker holds")
+	w.wg.Wait()
+	return nil
+}
+
+// claimLoop takes one assignment whenever a slot is free: this worker's
+// own first (without waiting), else the shared queue's next (waiting up
+// to a second for one, so that the own queue is looked at again).
+func (w *Worker) claimLoop(ctx context.Context, host, shared jetstream.Consumer, slots chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		got, err := next(host, shared)
+		if got == nil || ctx.Err() != nil {
+			if got != nil {
+				_ = got.Nak() // drained: another worker takes it
+			}
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				time.Sleep(250 * time.Millisecond) // the server is away: do not spin
+			}
+			continue
+		}
+		var a Assignment
+		if json.Unmarshal(got.Data(), &a) != nil || a.RunID == "" {
+			_ = got.Term()
+			<-slots
+			continue
+		}
+		// Acknowledged and confirmed before anything runs: the queue
+		// hands the assignment to no one else.
+		if err := got.DoubleAck(ctx); err != nil {
+			<-slots
+			continue
+		}
+		w.wg.Add(1)
+		go func() {
+			defer func() { <-slots; w.wg.Done() }()
+			w.runTurn(&a)
+		}()
+	}
+}
+
+// next is the next assignment of the worker's queue, else of the shared
+// one, or nil.
+func next(host, shared jetstream.Consumer) (jetstream.Msg, error) {
+	if batch, err := host.FetchNoWait(1); err == nil {
+		for m := range batch.Messages() {
+			return m, nil
+		}
+	}
+	batch, err := shared.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	for m := range batch.Messages() {
+		return m, nil
+	}
+	return nil, batch.Error()
+}
+
+// control stops a turn this worker runs.
+func (w *Worker) control(m *nats.Msg) {
+	var c Control
+	if json.Unmarshal(m.Data, &c) != nil {
+		return
+	}
+	w.mu.Lock()
+	cancel := w.active[c.Attempt]
+	w.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	if c.Action == "interrupt" {
+		cancel(runtime.ErrInterrupted)
+	} else {
+		cancel(errors.New("cancelled"))
+	}
+}
+
+// runTurn lays a turn out, runs it, and reports it, renewing its lease
+// every third of it while it runs.
+func (w *Worker) runTurn(a *Assignment) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	w.mu.Lock()
+	w.active[a.Attempt] = cancel
+	w.mu.Unlock()
+	defer func() { w.mu.Lock(); delete(w.active, a.Attempt); w.mu.Unlock() }()
+	w.Log.Info("run started", "run", a.RunID, "attempt", a.Attempt)
+	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "claimed"})
+	stop := make(chan struct{})
+	go w.heartbeat(a, stop)
+	res, outputs := w.execute(ctx, a)
+	close(stop)
+	w.Log.Info("run ended", "run", a.RunID, "attempt", a.Attempt, "state", res.State)
+	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res, Outputs: outputs})
+}
+
+func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
+	every := max(a.Lease/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "heartbeat"})
+		}
+	}
+}
+
+// execute runs the turn in the run's workspace on this machine.
+func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, map[string][]byte) {
+	base := filepath.Join(w.Dir, "runs", a.RunID)
+	ws, out := filepath.Join(base, "workspace"), filepath.Join(base, "output")
+	att := filepath.Join(ws, "attachments")
+	for _, d := range []string{ws, out, att} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), a.Prompt, 0o600); err != nil {
+		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+	}
+	for name, b := range a.Attachments {
+		if runtime.CheckAttachmentName(name) != nil {
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(att, name), b, 0o600)
+	}
+	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
+		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout}
+	ex := &runtime.ExecExecutor{Command: a.Command}
+	res := ex.Run(ctx, turn, func(e runtime.Event) {
+		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
+	})
+	return res, outputs(out)
+}
+
+// outputs are the files the agent left in its output folder, up to
+// maxOutputs in all.
+func outputs(dir string) map[string][]byte {
+	out := map[string][]byte{}
+	total := 0
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || total+len(b) > maxOutputs {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = b
+		total += len(b)
+		return nil
+	})
+	return out
+}
+
+// publish sends an event durably (JetStream acknowledges it), retrying
+// while the control plane's server is away.
+func (w *Worker) publish(e Event) {
+	e.Worker = w.ID
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b, _ := json.Marshal(e)
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := w.JS.Publish(ctx, eventsSubject(w.ID), b)
+		cancel()
+		if err == nil || e.Kind == "heartbeat" || e.Kind == "message" && i >= 2 {
+			return
+		}
+		w.Log.Warn("reporting to the control plane", "run", e.RunID, "kind", e.Kind, "err", err)
+		time.Sleep(time.Second)
+	}
+}
