@@ -169,15 +169,23 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 		d.mu.Unlock()
 	}()
 	body, _ := json.Marshal(a)
+	published := time.Now()
 	ack, err := d.JS.Publish(ctx, subject, body, jetstream.WithMsgID(a.Attempt))
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "queueing the run for a worker: " + err.Error()}
 	}
-	return x.follow(ctx, a, ack.Sequence, ch, events, t.OutputDir)
+	return x.follow(ctx, a, turnWait{seq: ack.Sequence, published: published, outputDir: t.OutputDir}, ch, events)
 }
 
 // follow waits for a turn's events until it ends.
-func (x *remote) follow(ctx context.Context, a *Assignment, seq uint64, ch chan Event, events func(runtime.Event), outputDir string) runtime.Result {
+// turnWait is what following a published turn needs of it.
+type turnWait struct {
+	seq       uint64 // its place in the queue
+	published time.Time
+	outputDir string
+}
+
+func (x *remote) follow(ctx context.Context, a *Assignment, tw turnWait, ch chan Event, events func(runtime.Event)) runtime.Result {
 	d := x.d
 	worker := ""
 	lease := time.NewTimer(d.Lease)
@@ -196,10 +204,11 @@ func (x *remote) follow(ctx context.Context, a *Assignment, seq uint64, ch chan 
 				if d.Claimed != nil {
 					d.Claimed(a.RunID, worker)
 				}
+				d.Log.Info("run claimed", "run", a.RunID, "worker", worker, "after", time.Since(tw.published))
 			case "message":
 				events(runtime.Event{Time: e.Time, Message: e.Message})
 			case "done":
-				return finished(e, outputDir)
+				return finished(e, tw.outputDir)
 			}
 		case <-lease.C:
 			if worker == "" {
@@ -210,7 +219,7 @@ func (x *remote) follow(ctx context.Context, a *Assignment, seq uint64, ch chan 
 				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", worker, d.Lease)}
 		case <-done:
 			done = nil
-			x.stop(ctx, a, seq, worker)
+			x.stop(ctx, a, tw.seq, worker)
 			if worker == "" {
 				return runtime.Result{State: factory.StateCancelled, Message: "cancelled before a worker took it"}
 			}

@@ -28,7 +28,7 @@ var (
 	buildErr  error
 )
 
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "factory-bin")
@@ -48,7 +48,7 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -64,7 +64,7 @@ type proc struct {
 	out *os.File
 }
 
-func start(t *testing.T, name string, args ...string) *proc {
+func start(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	out, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
@@ -98,11 +98,12 @@ type cluster struct {
 	url, data, adminKey string
 	c                   *client.Client
 	lease               time.Duration
+	proc                *proc
 }
 
 // controlPlane serves an exec environment whose agent sleeps a moment
 // (30 s when the prompt says "slow"), with workers only elsewhere.
-func controlPlane(t *testing.T, lease time.Duration) *cluster {
+func controlPlane(t testing.TB, lease time.Duration) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	listen := freeAddr(t)
@@ -113,13 +114,13 @@ runtime:
 environments:
   sh:
     executor: exec
-    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
+    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; bench*) sleep 1;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
 `, listen)
 	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "cp")
-	start(t, "control-plane", "--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
+	p := start(t, "control-plane", "--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
 		"--no-local-worker", "--lease", lease.String())
 	url := "http://" + listen
 	var key []byte
@@ -127,7 +128,7 @@ environments:
 		if key, _ = os.ReadFile(filepath.Join(data, "admin-api-key")); len(key) > 0 {
 			if c := client.New(url, strings.TrimSpace(string(key))); c != nil {
 				if _, err := c.ListRuns(context.Background(), nil); err == nil {
-					return &cluster{url: url, data: data, adminKey: strings.TrimSpace(string(key)), c: c, lease: lease}
+					return &cluster{url: url, data: data, adminKey: strings.TrimSpace(string(key)), c: c, lease: lease, proc: p}
 				}
 			}
 		}
@@ -137,7 +138,7 @@ environments:
 }
 
 // worker registers a worker and starts it.
-func (cl *cluster) worker(t *testing.T, name string, maxRuns int) *proc {
+func (cl *cluster) worker(t testing.TB, name string, maxRuns int) *proc {
 	t.Helper()
 	var creds json.RawMessage
 	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"`+name+`"}`), &creds); err != nil {
@@ -150,7 +151,7 @@ func (cl *cluster) worker(t *testing.T, name string, maxRuns int) *proc {
 	return start(t, name, "--data", filepath.Join(t.TempDir(), name), "worker", "--creds", file, "--max-runs", fmt.Sprint(maxRuns))
 }
 
-func (cl *cluster) create(t *testing.T, prompt string) string {
+func (cl *cluster) create(t testing.TB, prompt string) string {
 	t.Helper()
 	r, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: prompt})
 	if err != nil {
@@ -160,7 +161,7 @@ func (cl *cluster) create(t *testing.T, prompt string) string {
 }
 
 // wait waits for a run to satisfy ok.
-func (cl *cluster) wait(t *testing.T, id string, within time.Duration, ok func(*client.Run) bool) *client.Run {
+func (cl *cluster) wait(t testing.TB, id string, within time.Duration, ok func(*client.Run) bool) *client.Run {
 	t.Helper()
 	var r *client.Run
 	var err error
@@ -245,5 +246,47 @@ func checkOnce(t *testing.T, ids []string, logs ...string) {
 		if started[id] != 1 {
 			t.Fatalf("run %s was started %d times by the workers", id, started[id])
 		}
+	}
+}
+
+// TestWorkersControl: Cancel and Interrupt reach the worker that runs the
+// run within a second; a follow-up runs on the same worker, in the same
+// workspace.
+func TestWorkersControl(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	cl.worker(t, "w1", 2)
+	cl.worker(t, "w2", 2)
+	ctx := context.Background()
+	for _, action := range []string{"cancel", "interrupt"} {
+		id := cl.create(t, "slow "+action)
+		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+		time.Sleep(300 * time.Millisecond)
+		asked := time.Now()
+		var err error
+		if action == "cancel" {
+			_, err = cl.c.CancelRun(ctx, id)
+		} else {
+			err = cl.c.Do(ctx, "POST", "/v1/agent/runs/"+id+"/interrupt", nil, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]factory.RunState{"cancel": factory.StateCancelled, "interrupt": factory.StateBlocked}[action]
+		r := cl.wait(t, id, 5*time.Second, func(r *client.Run) bool { return r.State == want })
+		if took := time.Since(asked); took > time.Second {
+			t.Fatalf("%s took %v", action, took)
+		}
+		t.Logf("%s: %s in %v", action, r.State, time.Since(asked).Round(time.Millisecond))
+	}
+	id := cl.create(t, "quick")
+	first := cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.State == factory.StateSucceeded })
+	if err := cl.c.FollowUp(ctx, id, "again"); err != nil {
+		t.Fatal(err)
+	}
+	second := cl.wait(t, id, 10*time.Second, func(r *client.Run) bool {
+		return r.State == factory.StateSucceeded && r.FinishedAt != nil && r.FinishedAt.After(*first.FinishedAt)
+	})
+	if second.Executor.UID != first.Executor.UID {
+		t.Fatalf("the follow-up ran on %s, the run on %s", second.Executor.UID, first.Executor.UID)
 	}
 }

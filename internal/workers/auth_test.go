@@ -1,0 +1,114 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"factory/internal/store"
+	"factory/internal/workers"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestWorkerPermissions: the embedded server lets in the control plane
+// and registered workers only, and a worker reaches only its own queue,
+// its own events and its own inbox; a revoked worker is refused.
+func TestWorkerPermissions(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	reg := &workers.Registry{Store: s}
+	emb, err := workers.StartEmbedded(dir, addr, &workers.Accounts{Worker: reg.Lookup}, "control-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	cp, err := workers.Connect(emb.URL, emb.Own, "control plane")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	js, _ := jetstream.New(cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := workers.Setup(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	reg.JS, reg.URL = js, emb.URL
+	c1, err := reg.Create(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Create(ctx, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]workers.Credentials{"a wrong password": {User: "w1", Password: "nope"}, "an unknown worker": {User: "w9", Password: c1.Password},
+		"the control plane's name with a worker's password": {User: workers.ControlUser, Password: c1.Password}} {
+		if nc, err := workers.Connect(emb.URL, c, "x"); err == nil {
+			nc.Close()
+			t.Errorf("%s connected", name)
+		}
+	}
+	var denied = make(chan error, 8)
+	nc, err := nats.Connect(emb.URL, nats.UserInfo(c1.User, c1.Password), nats.CustomInboxPrefix("_INBOX_w1"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	w1, _ := jetstream.New(nc)
+	if _, err := w1.Consumer(ctx, workers.RunsStream, "host-w1"); err != nil {
+		t.Fatalf("w1 cannot reach its own queue: %v", err)
+	}
+	if _, err := w1.Consumer(ctx, workers.RunsStream, "any"); err != nil {
+		t.Fatalf("w1 cannot reach the shared queue: %v", err)
+	}
+	short, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	if _, err := w1.Consumer(short, workers.RunsStream, "host-w2"); err == nil {
+		t.Fatal("w1 reached w2's queue")
+	}
+	if _, err := w1.Publish(ctx, "factory.events.w1", []byte(`{}`)); err != nil {
+		t.Fatalf("w1 cannot report: %v", err)
+	}
+	for _, subject := range []string{"factory.events.w2", "factory.runs.any"} {
+		nc.Publish(subject, []byte(`{}`))
+		nc.Flush()
+		if !permissionDenied(denied) {
+			t.Errorf("w1 published to %s", subject)
+		}
+	}
+	for _, subject := range []string{"_INBOX.>", "factory.control.w2", "factory.events.>"} {
+		nc.Subscribe(subject, func(*nats.Msg) {})
+		nc.Flush()
+		if !permissionDenied(denied) {
+			t.Errorf("w1 subscribed to %s", subject)
+		}
+	}
+	if err := reg.Revoke(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := workers.Connect(emb.URL, c1.Credentials, "x"); err == nil {
+		nc.Close()
+		t.Error("a revoked worker connected")
+	}
+}
+
+func permissionDenied(ch chan error) bool {
+	select {
+	case err := <-ch:
+		return errors.Is(err, nats.ErrPermissionViolation)
+	case <-time.After(2 * time.Second):
+		return false
+	}
+}
