@@ -229,6 +229,16 @@ func TestWorkers(t *testing.T) {
 // by one worker.
 func checkOnce(t *testing.T, ids []string, logs ...string) {
 	t.Helper()
+	started := startedRuns(logs...)
+	for _, id := range ids {
+		if started[id] != 1 {
+			t.Fatalf("run %s was started %d times by the workers", id, started[id])
+		}
+	}
+}
+
+// startedRuns counts, by run, the turns the workers' logs say they started.
+func startedRuns(logs ...string) map[string]int {
 	started := map[string]int{}
 	for _, l := range logs {
 		sc := bufio.NewScanner(strings.NewReader(l))
@@ -242,11 +252,7 @@ func checkOnce(t *testing.T, ids []string, logs ...string) {
 			started[id]++
 		}
 	}
-	for _, id := range ids {
-		if started[id] != 1 {
-			t.Fatalf("run %s was started %d times by the workers", id, started[id])
-		}
-	}
+	return started
 }
 
 // TestWorkersControl: Cancel and Interrupt reach the worker that runs the
@@ -289,4 +295,66 @@ func TestWorkersControl(t *testing.T) {
 	if second.Executor.UID != first.Executor.UID {
 		t.Fatalf("the follow-up ran on %s, the run on %s", second.Executor.UID, first.Executor.UID)
 	}
+}
+
+// TestWorkersChaos: three workers, one killed with SIGKILL and started
+// again every second while 90 runs go through: every run ends (SUCCEEDED,
+// or ERROR and retryable when its worker died under it), none is lost,
+// and none was started twice.
+func TestWorkersChaos(t *testing.T) {
+	cl := controlPlane(t, time.Second)
+	names := []string{"w1", "w2", "w3"}
+	procs := map[string]*proc{}
+	var logs []*proc
+	creds := map[string]string{}
+	for _, n := range names {
+		procs[n] = cl.worker(t, n, 4)
+		creds[n] = procs[n].cmd.Args[len(procs[n].cmd.Args)-3]
+		logs = append(logs, procs[n])
+	}
+	var ids []string
+	for i := range 90 {
+		ids = append(ids, cl.create(t, fmt.Sprintf("run %d", i)))
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			n := names[i%len(names)]
+			_ = procs[n].cmd.Process.Signal(syscall.SIGKILL)
+			_, _ = procs[n].cmd.Process.Wait()
+			procs[n] = start(t, fmt.Sprintf("%s-%d", n, i), "--data", filepath.Join(t.TempDir(), n), "worker", "--creds", creds[n], "--max-runs", "4")
+			logs = append(logs, procs[n])
+		}
+	}()
+	states := map[factory.RunState]int{}
+	for _, id := range ids {
+		r := cl.wait(t, id, time.Minute, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State == factory.StateError && (r.StatusMessage == nil || !r.StatusMessage.Retryable) {
+			t.Fatalf("run %s: ERROR, not retryable: %+v", id, r.StatusMessage)
+		}
+		if r.State != factory.StateError && r.State != factory.StateSucceeded {
+			t.Fatalf("run %s: %s", id, r.State)
+		}
+		states[r.State]++
+	}
+	close(stop)
+	<-done
+	var all []string
+	for _, p := range logs {
+		all = append(all, p.log())
+	}
+	started := startedRuns(all...)
+	for _, id := range ids {
+		if started[id] > 1 {
+			t.Fatalf("run %s was started %d times", id, started[id])
+		}
+	}
+	t.Logf("90 runs under chaos: %v", states)
 }
