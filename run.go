@@ -142,10 +142,13 @@ type Run struct {
 
 // RunSetup is the agent a run executes and how its workspace is prepared.
 type RunSetup struct {
-	Agent    string   `json:"agent,omitempty"`
-	AgentUID string   `json:"agent_uid,omitempty"`
-	Harness  *Harness `json:"harness,omitempty"`
-	Runner   string   `json:"runner,omitempty"`
+	// WorkerHost is the worker the run goes to (workerHost of the resolved
+	// settings; "" or warp: any).
+	WorkerHost string   `json:"worker_host,omitempty"`
+	Agent      string   `json:"agent,omitempty"`
+	AgentUID   string   `json:"agent_uid,omitempty"`
+	Harness    *Harness `json:"harness,omitempty"`
+	Runner     string   `json:"runner,omitempty"`
 	// SetupCommands run in order in the workspace, with sh -c, before
 	// the first turn; the first that fails ends the run FAILED
 	// (environment_setup_failed).

@@ -91,7 +91,8 @@ func resolveAgent(byKind Resources, runs *runtime.Manager, f *factory.Factory, n
 		ex = ex.Resolve(*over)
 	}
 	out := &AgentRun{prompt: agent.Body, files: map[string][]byte{},
-		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner}}
+		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner,
+			WorkerHost: ex.WorkerHost}}
 	if rn := byKind[factory.ResourceRunner][ex.Runner]; rn != nil {
 		var rs factory.RunnerSpec
 		if err := json.Unmarshal(rn.Spec, &rs); err != nil {

@@ -37,6 +37,9 @@ type Turn struct {
 	RunAs *syscall.Credential
 	// MCPServers are offered to an ACP agent's session, by name.
 	MCPServers map[string]json.RawMessage
+	// WorkerHost, when the run names one, is the worker it must run on
+	// (an executor that runs turns on workers routes by it).
+	WorkerHost string
 }
 
 // Event is something the agent reported during a turn: a status message.

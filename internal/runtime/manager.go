@@ -597,6 +597,7 @@ func (m *Manager) prepareTurn(ctx context.Context, r *factory.Run, turn *Turn, e
 		return res, false
 	}
 	turn.Timeout, turn.Env, turn.RunAs = env.Timeout, slices.Concat(env.Env, setupEnv(r.Setup), granted), env.RunAs
+	turn.WorkerHost = workerHost(r)
 	if r.Setup != nil {
 		turn.MCPServers = r.Setup.MCPServers
 	}
@@ -604,6 +605,23 @@ func (m *Manager) prepareTurn(ctx context.Context, r *factory.Run, turn *Turn, e
 		return Result{}, true
 	}
 	return m.runSetup(ctx, r, *turn, func(e Event) { m.report(r.ID, e) })
+}
+
+// workerHost is the worker a run names: its config's worker_host, else
+// its agent's workerHost; warp (the product's own) names none.
+func workerHost(r *factory.Run) string {
+	var cfg struct {
+		Host string `json:"worker_host"`
+	}
+	_ = json.Unmarshal(r.Config, &cfg)
+	host := cfg.Host
+	if host == "" && r.Setup != nil {
+		host = r.Setup.WorkerHost
+	}
+	if host == "warp" {
+		return ""
+	}
+	return host
 }
 
 // OutputDir is a run's output folder ($FACTORY_OUTPUT_DIR), beside its

@@ -91,7 +91,7 @@ func readJSON(r *http.Request, limit int64, v any) ([]byte, error) {
 // configKeys are AmbientAgentConfig's keys; others are ignored, as SDKs
 // may send ones this server does not know.
 var configKeys = map[string]bool{"name": true, "model_id": true, "base_prompt": true, "environment_id": true,
-	"skill_spec": true, "mcp_servers": true, "idle_timeout_minutes": true}
+	"skill_spec": true, "mcp_servers": true, "idle_timeout_minutes": true, "worker_host": true}
 
 // resolveConfig validates a config against the embedded schema and fills
 // in its defaults, as the run will show it (agent_config).

@@ -159,8 +159,11 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 	d.mu.Lock()
 	d.waiting[a.Attempt] = ch
 	subject := anySubject
-	if w := d.last[t.RunID]; w != "" && t.FollowUp != "" {
+	switch w := d.last[t.RunID]; {
+	case w != "" && t.FollowUp != "":
 		subject = hostSubject(w) // the workspace is there
+	case t.WorkerHost != "" && validID(t.WorkerHost):
+		subject = hostSubject(t.WorkerHost)
 	}
 	d.mu.Unlock()
 	defer func() {

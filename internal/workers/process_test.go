@@ -261,7 +261,7 @@ func startedRuns(logs ...string) map[string]int {
 func TestWorkersControl(t *testing.T) {
 	cl := controlPlane(t, 2*time.Second)
 	cl.worker(t, "w1", 2)
-	cl.worker(t, "w2", 2)
+	w2 := cl.worker(t, "w2", 2)
 	ctx := context.Background()
 	for _, action := range []string{"cancel", "interrupt"} {
 		id := cl.create(t, "slow "+action)
@@ -294,6 +294,42 @@ func TestWorkersControl(t *testing.T) {
 	})
 	if second.Executor.UID != first.Executor.UID {
 		t.Fatalf("the follow-up ran on %s, the run on %s", second.Executor.UID, first.Executor.UID)
+	}
+	checkRouting(t, cl)
+	checkDrain(t, cl, w2)
+}
+
+// checkRouting: runs that name a worker (config.worker_host) run there.
+func checkRouting(t *testing.T, cl *cluster) {
+	t.Helper()
+	for i := range 4 {
+		created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: fmt.Sprint("routed ", i), Config: map[string]any{"worker_host": "w2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := cl.wait(t, created.RunID, 10*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State != factory.StateSucceeded || r.Executor.UID != "w2" {
+			t.Fatalf("a run for w2: %s on %+v", r.State, r.Executor)
+		}
+	}
+}
+
+// checkDrain: SIGTERM drains a worker: the run it holds ends SUCCEEDED,
+// then it exits cleanly.
+func checkDrain(t *testing.T, cl *cluster, w *proc) {
+	t.Helper()
+	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "drained", Config: map[string]any{"worker_host": "w2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.wait(t, created.RunID, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := cl.wait(t, created.RunID, 10*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	state, err := w.cmd.Process.Wait()
+	if r.State != factory.StateSucceeded || err != nil || !state.Success() {
+		t.Fatalf("drained: the run %s, the worker %v %v", r.State, state, err)
 	}
 }
 

@@ -75,7 +75,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // claimLoop takes one assignment whenever a slot is free: this worker's
 // own first (without waiting), else the shared queue's next (waiting up
-// to a second for one, so that the own queue is looked at again).
+// to sharedWait for one, then looking at its own queue again: a run routed
+// to this worker waits at most that long).
 func (w *Worker) claimLoop(ctx context.Context, host, shared jetstream.Consumer, slots chan struct{}) {
 	for {
 		select {
@@ -114,6 +115,11 @@ func (w *Worker) claimLoop(ctx context.Context, host, shared jetstream.Consumer,
 	}
 }
 
+// sharedWait is how long one look at the shared queue waits for a run: a
+// run there is claimed as soon as it comes; an idle worker asks five
+// times a second.
+const sharedWait = 200 * time.Millisecond
+
 // next is the next assignment of the worker's queue, else of the shared
 // one, or nil.
 func next(host, shared jetstream.Consumer) (jetstream.Msg, error) {
@@ -122,7 +128,7 @@ func next(host, shared jetstream.Consumer) (jetstream.Msg, error) {
 			return m, nil
 		}
 	}
-	batch, err := shared.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	batch, err := shared.Fetch(1, jetstream.FetchMaxWait(sharedWait))
 	if err != nil {
 		return nil, err
 	}
