@@ -109,6 +109,7 @@ func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, data
 		emb.Shutdown()
 		return nil, err
 	}
+	reg.Connected, reg.Activity = emb.Connected, disp.Activity
 	cp := &controlPlane{nats: emb, registry: reg, disp: disp}
 	done := make(chan struct{})
 	if !o.noLocal {
@@ -245,13 +246,16 @@ func (a *app) workersCmd() *cobra.Command {
 				return printJSON(a.stdout, out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "NAME\tCONNECTED\tRUNS\tLAST HEARD\tCREATED\tREVOKED")
 			for _, w := range out.Workers {
-				revoked := "-"
+				revoked, heard := "-", "-"
 				if w.RevokedAt != nil {
 					revoked = w.RevokedAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, w.CreatedAt.Format(time.RFC3339), revoked)
+				if w.LastHeartbeat != nil {
+					heard = time.Since(*w.LastHeartbeat).Round(time.Second).String() + " ago"
+				}
+				fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\n", w.Name, w.Connected, w.RunsActive, heard, w.CreatedAt.Format(time.RFC3339), revoked)
 			}
 			return tw.Flush()
 		},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"factory/internal/reconciler"
+	"factory/internal/workers"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own so
@@ -105,6 +107,45 @@ func (m *metrics) runGauges(counts func() (int, int)) {
 			Name: "factory_runs", Help: "Runs waiting or running now, by state.", ConstLabels: prometheus.Labels{"state": st.state},
 		}, func() float64 { q, r := counts(); return float64(st.pick(q, r)) }))
 	}
+}
+
+// workerGauges report the workers at each scrape: how many are
+// connected, and each one's runs and silence.
+func (m *metrics) workerGauges(reg *workers.Registry) {
+	m.reg.MustRegister(&workerCollector{reg: reg,
+		connected: prometheus.NewDesc("factory_workers_connected", "Workers connected to the control plane's NATS server now.", nil, nil),
+		active:    prometheus.NewDesc("factory_worker_runs_active", "Runs a worker holds, as the control plane heard.", []string{"worker"}, nil),
+		silence:   prometheus.NewDesc("factory_worker_last_heartbeat_seconds", "Seconds since a worker last reported.", []string{"worker"}, nil)})
+}
+
+// workerCollector reads the registry at each scrape.
+type workerCollector struct {
+	reg                        *workers.Registry
+	connected, active, silence *prometheus.Desc
+}
+
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.connected
+	ch <- c.active
+	ch <- c.silence
+}
+
+func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
+	ws, err := c.reg.List(context.Background())
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, w := range ws {
+		if w.Connected {
+			n++
+		}
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(w.RunsActive), w.Name)
+		if w.LastHeartbeat != nil {
+			ch <- prometheus.MustNewConstMetric(c.silence, prometheus.GaugeValue, time.Since(*w.LastHeartbeat).Seconds(), w.Name)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, float64(n))
 }
 
 // instrument times every request by its route pattern.

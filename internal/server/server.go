@@ -111,6 +111,9 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	var accepted func(store.QueueItem)
 	if cfg.Runs != nil {
 		s.metrics.runGauges(cfg.Runs.Counts)
+	}
+	if cfg.Workers != nil {
+		s.metrics.workerGauges(cfg.Workers)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}

@@ -36,7 +36,7 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err := s.workerRegistry(); err != nil {
 		return err
 	}
-	ws, err := s.cfg.Workers.List(r.Context(), nil)
+	ws, err := s.cfg.Workers.List(r.Context())
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,44 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	waiting map[string]chan Event // by attempt
 	last    map[string]string     // run ID → the worker of its last turn
+	seen    map[string]*Activity  // by worker
+}
+
+// Activity is what the control plane has heard of a worker: the turns it
+// holds, and when it last said anything.
+type Activity struct {
+	RunsActive int       `json:"runs_active"`
+	LastSeen   time.Time `json:"last_heartbeat"`
+}
+
+// Activity is what the control plane heard of each worker since it
+// started.
+func (d *Dispatcher) Activity() map[string]Activity {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]Activity{}
+	for w, a := range d.seen {
+		out[w] = *a
+	}
+	return out
+}
+
+// heard notes a worker's event.
+func (d *Dispatcher) heard(e Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a := d.seen[e.Worker]
+	if a == nil {
+		a = &Activity{}
+		d.seen[e.Worker] = a
+	}
+	a.LastSeen = time.Now().UTC()
+	switch e.Kind {
+	case "claimed":
+		a.RunsActive++
+	case "done":
+		a.RunsActive = max(a.RunsActive-1, 0)
+	}
 }
 
 // Setup creates the streams and the shared consumer, idempotently: the
@@ -97,7 +135,7 @@ func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 // Start consumes the events stream until ctx ends.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
-	d.waiting, d.last = map[string]chan Event{}, map[string]string{}
+	d.waiting, d.last, d.seen = map[string]chan Event{}, map[string]string{}, map[string]*Activity{}
 	d.mu.Unlock()
 	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -119,6 +157,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 }
 
 func (d *Dispatcher) route(e Event) {
+	d.heard(e)
 	d.mu.Lock()
 	ch := d.waiting[e.Attempt]
 	d.mu.Unlock()

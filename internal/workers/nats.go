@@ -158,6 +158,12 @@ func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword strin
 	return &Embedded{Server: s, URL: "nats://" + s.Addr().String(), Own: Credentials{User: ControlUser, Password: ownPassword}}, nil
 }
 
+// Connected says whether a user has a connection to the server now.
+func (e *Embedded) Connected(user string) bool {
+	cz, err := e.Server.Connz(&server.ConnzOptions{Username: true, User: user})
+	return err == nil && cz.NumConns > 0
+}
+
 // Shutdown stops the server after its clients.
 func (e *Embedded) Shutdown() {
 	e.Server.Shutdown()

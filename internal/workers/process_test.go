@@ -198,6 +198,7 @@ func TestWorkers(t *testing.T) {
 		t.Fatalf("the runs went %v", by)
 	}
 	checkOnce(t, ids, w1.log(), w2.log())
+	checkVisible(t, cl)
 
 	slow := cl.create(t, "slow")
 	r := cl.wait(t, slow, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
@@ -222,6 +223,35 @@ func TestWorkers(t *testing.T) {
 		if r.State != factory.StateSucceeded || r.Executor.UID != other {
 			t.Fatalf("a run after the kill: %s on %+v", r.State, r.Executor)
 		}
+	}
+}
+
+// checkVisible: the workers' list and the metrics show both workers
+// connected, with what they did.
+func checkVisible(t *testing.T, cl *cluster) {
+	t.Helper()
+	var out struct {
+		Workers []struct {
+			Name          string     `json:"name"`
+			Connected     bool       `json:"connected"`
+			RunsActive    int        `json:"runs_active"`
+			LastHeartbeat *time.Time `json:"last_heartbeat"`
+		} `json:"workers"`
+	}
+	if err := cl.c.Do(context.Background(), "GET", "/v1/admin/workers", nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Workers) != 2 {
+		t.Fatalf("workers: %+v", out.Workers)
+	}
+	for _, w := range out.Workers {
+		if !w.Connected || w.RunsActive != 0 || w.LastHeartbeat == nil || time.Since(*w.LastHeartbeat) > time.Minute {
+			t.Fatalf("worker %+v", w)
+		}
+	}
+	metrics, err := cl.c.DoRaw(context.Background(), "GET", "/metrics", nil)
+	if err != nil || !strings.Contains(string(metrics), "factory_workers_connected 2") || !strings.Contains(string(metrics), `factory_worker_runs_active{worker="w1"} 0`) {
+		t.Fatalf("metrics: %v\n%s", err, metrics)
 	}
 }
 

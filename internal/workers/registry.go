@@ -21,6 +21,10 @@ type Registry struct {
 	Store *store.Store
 	JS    jetstream.JetStream
 	URL   string // the NATS URL workers connect to
+	// Connected says whether a worker has a connection now; Activity is
+	// what the control plane heard of each.
+	Connected func(name string) bool
+	Activity  func() map[string]Activity
 }
 
 // CredentialsFile is what factory workers create prints and factory
@@ -68,21 +72,31 @@ func (g *Registry) Create(ctx context.Context, name string) (*CredentialsFile, e
 
 // WorkerInfo is a worker as workers list shows it.
 type WorkerInfo struct {
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	Connected bool       `json:"connected"`
+	Name          string     `json:"name"`
+	CreatedAt     time.Time  `json:"created_at"`
+	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
+	Connected     bool       `json:"connected"`
+	RunsActive    int        `json:"runs_active"`
+	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
 }
 
 // List lists the workers.
-func (g *Registry) List(ctx context.Context, connected func(name string) bool) ([]WorkerInfo, error) {
+func (g *Registry) List(ctx context.Context) ([]WorkerInfo, error) {
 	ws, err := g.Store.Workers()
 	if err != nil {
 		return nil, err
 	}
+	var act map[string]Activity
+	if g.Activity != nil {
+		act = g.Activity()
+	}
 	out := []WorkerInfo{}
 	for _, w := range ws {
-		out = append(out, WorkerInfo{Name: w.Name, CreatedAt: w.CreatedAt, RevokedAt: w.RevokedAt, Connected: connected != nil && connected(w.Name)})
+		info := WorkerInfo{Name: w.Name, CreatedAt: w.CreatedAt, RevokedAt: w.RevokedAt, Connected: g.Connected != nil && g.Connected(w.Name)}
+		if a, ok := act[w.Name]; ok {
+			info.RunsActive, info.LastHeartbeat = a.RunsActive, &a.LastSeen
+		}
+		out = append(out, info)
 	}
 	return out, nil
 }
