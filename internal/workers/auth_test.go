@@ -59,6 +59,20 @@ func TestWorkerPermissions(t *testing.T) {
 			t.Errorf("%s connected", name)
 		}
 	}
+	checkWorkerReach(t, ctx, emb, c1)
+	if err := reg.Revoke(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := workers.Connect(emb.URL, c1.Credentials, "x"); err == nil {
+		nc.Close()
+		t.Error("a revoked worker connected")
+	}
+}
+
+// checkWorkerReach: w1 reaches its own queue, the shared one and its own
+// events, and nothing of w2's, nor anyone's inbox.
+func checkWorkerReach(t *testing.T, ctx context.Context, emb *workers.Embedded, c1 *workers.CredentialsFile) {
+	t.Helper()
 	var denied = make(chan error, 8)
 	nc, err := nats.Connect(emb.URL, nats.UserInfo(c1.User, c1.Password), nats.CustomInboxPrefix("_INBOX_w1"),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied <- err }))
@@ -94,13 +108,6 @@ func TestWorkerPermissions(t *testing.T) {
 		if !permissionDenied(denied) {
 			t.Errorf("w1 subscribed to %s", subject)
 		}
-	}
-	if err := reg.Revoke(ctx, "w1"); err != nil {
-		t.Fatal(err)
-	}
-	if nc, err := workers.Connect(emb.URL, c1.Credentials, "x"); err == nil {
-		nc.Close()
-		t.Error("a revoked worker connected")
 	}
 }
 
