@@ -98,7 +98,12 @@ type Run struct {
 	Environment string          `json:"environment_id,omitempty"`
 	// Worker is the worker (docs/spec/workers.md) that took the run's
 	// latest turn; empty when the server ran it itself.
-	Worker        string            `json:"worker,omitempty"`
+	Worker string `json:"worker,omitempty"`
+	// RemoteTurn is the attempt ID of the turn published to the workers'
+	// queue, ClaimedTurn the one a worker (Worker) took: after a restart
+	// the control plane follows the turn again by them.
+	RemoteTurn    string            `json:"remote_turn,omitempty"`
+	ClaimedTurn   string            `json:"claimed_turn,omitempty"`
 	Source        string            `json:"source,omitempty"`
 	StatusMessage *StatusMessage    `json:"status_message,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`

@@ -100,9 +100,14 @@ func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, data
 	}
 	reg.JS, reg.URL = js, emb.URL
 	wctx, cancel := context.WithCancel(context.Background())
-	disp := &workers.Dispatcher{NC: nc, JS: js, Lease: o.lease, Log: log, Claimed: func(runID, worker string) {
-		_, _ = s.UpdateRun(runID, false, func(r *factory.Run, _ *store.Batch) error { r.Worker = worker; return nil })
-	}}
+	disp := &workers.Dispatcher{NC: nc, JS: js, Lease: o.lease, Log: log,
+		Published: func(runID, attempt string) error {
+			_, err := s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.RemoteTurn = attempt; return nil })
+			return err
+		},
+		Claimed: func(runID, worker, attempt string) {
+			_, _ = s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.Worker, r.ClaimedTurn = worker, attempt; return nil })
+		}}
 	if err := disp.Start(wctx); err != nil {
 		cancel()
 		nc.Close()
@@ -119,7 +124,8 @@ func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, data
 			cancel()
 			return nil, err
 		}
-		w := &workers.Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.localMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local")}
+		w := &workers.Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.localMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local"),
+			AbandonOnStop: true}
 		go func() { _ = w.Run(wctx); close(done) }()
 	} else {
 		close(done)

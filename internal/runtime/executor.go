@@ -70,6 +70,18 @@ const (
 	CodeInfrastructureTimeout = "infrastructure_timeout"
 )
 
+// Resumer is an executor whose turns can outlive the server (they run on
+// workers): after a restart, Resume follows a turn that was in progress,
+// and returns how it ended; ok false means it cannot (the run then ends
+// ERROR, retryable, as any run the server's end interrupted).
+//
+// Such an executor returns a Result with an empty State when the server
+// stops (ctx's cause ErrShutdown) while the turn goes on elsewhere: the run
+// is then left in progress, for Resume.
+type Resumer interface {
+	Resume(ctx context.Context, r *factory.Run, t Turn, events func(Event)) (res Result, ok bool)
+}
+
 // Executor runs turns. Run blocks until the turn ends; cancelling ctx
 // cancels the turn (the result is then CANCELLED). events is called from
 // one goroutine at a time, in order.

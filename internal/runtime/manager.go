@@ -75,6 +75,9 @@ type Manager struct {
 	wake    chan struct{}
 	stopped atomic.Bool // the manager is stopping: finished runs are not queued again
 	wg      sync.WaitGroup
+	// resumable are the runs in progress at start whose turns go on
+	// elsewhere (a Resumer's): dispatch follows them before anything else.
+	resumable []string
 }
 
 type activeRun struct {
@@ -88,6 +91,9 @@ var errShutdown = errors.New("the server stopped while the run was in progress")
 // errInterrupted is the cause of a turn stopped by an interrupt: the run
 // is BLOCKED until a follow-up continues it.
 var errInterrupted = errors.New("interrupted")
+
+// ErrShutdown is the cause of a turn stopped because the server stops.
+var ErrShutdown = errShutdown
 
 // ErrInterrupted is the cause an executor elsewhere (a worker) cancels a
 // turn with, to stop it as an interrupt does: BLOCKED, not CANCELLED.
@@ -219,6 +225,10 @@ func (m *Manager) recover() error {
 	}
 	for _, r := range runs {
 		if r.State == factory.StateInProgress {
+			if _, ok := m.cfg.Environments[r.Environment].Executor.(Resumer); ok && r.RemoteTurn != "" {
+				m.resumable = append(m.resumable, r.ID)
+				continue
+			}
 			if r.Process != nil && reap(*r.Process) {
 				m.cfg.Log.Warn("killed the processes left by a run the server's end interrupted", "run", r.ID, "pgid", r.Process.PID)
 			}
@@ -514,6 +524,12 @@ func (m *Manager) wakeUp() {
 func (m *Manager) dispatch(ctx context.Context) {
 	var turns sync.WaitGroup
 	defer turns.Wait()
+	m.mu.Lock()
+	for _, id := range m.resumable {
+		m.launch(ctx, &turns, id, m.resume)
+	}
+	m.resumable = nil
+	m.mu.Unlock()
 	for {
 		m.mu.Lock()
 		for len(m.active) < m.cfg.MaxConcurrent && ctx.Err() == nil {
@@ -521,19 +537,7 @@ func (m *Manager) dispatch(ctx context.Context) {
 			if !ok {
 				break
 			}
-			// Not derived from ctx: on shutdown the cause must be errShutdown.
-			turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-			m.active[id] = &activeRun{cancel: cancel}
-			turns.Add(1)
-			go func() {
-				defer turns.Done()
-				m.execute(turnCtx, id)
-				cancel(nil)
-				m.mu.Lock()
-				delete(m.active, id)
-				m.mu.Unlock()
-				m.wakeUp()
-			}()
+			m.launch(ctx, &turns, id, m.execute)
 		}
 		m.mu.Unlock()
 		select {
@@ -548,6 +552,41 @@ func (m *Manager) dispatch(ctx context.Context) {
 		case <-m.wake:
 		}
 	}
+}
+
+// launch runs a turn (execute, or resume) as an active run; m.mu is held.
+func (m *Manager) launch(ctx context.Context, turns *sync.WaitGroup, id string, run func(context.Context, string)) {
+	// Not derived from ctx: on shutdown the cause must be errShutdown.
+	turnCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	m.active[id] = &activeRun{cancel: cancel}
+	turns.Add(1)
+	go func() {
+		defer turns.Done()
+		run(turnCtx, id)
+		cancel(nil)
+		m.mu.Lock()
+		delete(m.active, id)
+		m.mu.Unlock()
+		m.wakeUp()
+	}()
+}
+
+// resume follows a turn that went on elsewhere while the server was down,
+// and records how it ended.
+func (m *Manager) resume(ctx context.Context, id string) {
+	r, err := m.cfg.Store.Run(id)
+	if err != nil {
+		m.cfg.Log.Error("resuming a run", "run", id, "err", err)
+		return
+	}
+	env := m.cfg.Environments[r.Environment]
+	turn := Turn{RunID: r.ID, Workspace: m.Workspace(r.ID), OutputDir: m.OutputDir(r.ID)}
+	res, ok := env.Executor.(Resumer).Resume(ctx, r, turn, func(e Event) { m.report(id, e) })
+	if !ok {
+		res = Result{State: factory.StateError, Message: errShutdown.Error() + "; send a follow-up to continue it"}
+	}
+	m.cfg.Log.Info("followed a run again after a restart", "run", id, "state", res.State)
+	m.turnEnded(ctx, id, res)
 }
 
 // execute runs one turn of a run and records how it ended.
@@ -575,6 +614,16 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		return
 	}
 	res := env.Executor.Run(ctx, turn, func(e Event) { m.report(id, e) })
+	m.turnEnded(ctx, id, res)
+}
+
+// turnEnded records how a turn ended; a turn that goes on elsewhere while
+// the server stops (an empty State) is left in progress, for Resume.
+func (m *Manager) turnEnded(ctx context.Context, id string, res Result) {
+	if res.State == "" {
+		m.cfg.Log.Info("the server stops; the run goes on on its worker", "run", id)
+		return
+	}
 	if res.Stderr != "" {
 		// The end of the agent's stderr (bounded by the executor), beside
 		// the workspace, for diagnosis: the last turn's wins.

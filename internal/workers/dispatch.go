@@ -62,14 +62,23 @@ type Dispatcher struct {
 	JS    jetstream.JetStream
 	Lease time.Duration
 	Log   *slog.Logger
-	// Claimed is told which worker took a run (the run's executor).
-	Claimed func(runID, worker string)
+	// Published is told a turn's attempt before it is queued, Claimed the
+	// worker that took it (the run's executor): both are recorded with
+	// the run, so that a restarted control plane follows the turn again.
+	Published func(runID, attempt string) error
+	Claimed   func(runID, worker, attempt string)
 
 	mu      sync.Mutex
 	waiting map[string]chan Event // by attempt
 	last    map[string]string     // run ID → the worker of its last turn
 	seen    map[string]*Activity  // by worker
+	// orphans are events of turns nobody follows yet (a restarted control
+	// plane hears them before it resumes the turns), by attempt.
+	orphans map[string][]Event
 }
+
+// Orphan events kept at most, in all.
+const maxOrphans = 10_000
 
 // Activity is what the control plane has heard of a worker: the turns it
 // holds, and when it last said anything.
@@ -135,7 +144,7 @@ func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 // Start consumes the events stream until ctx ends.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
-	d.waiting, d.last, d.seen = map[string]chan Event{}, map[string]string{}, map[string]*Activity{}
+	d.waiting, d.last, d.seen, d.orphans = map[string]chan Event{}, map[string]string{}, map[string]*Activity{}, map[string][]Event{}
 	d.mu.Unlock()
 	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -160,11 +169,14 @@ func (d *Dispatcher) route(e Event) {
 	d.heard(e)
 	d.mu.Lock()
 	ch := d.waiting[e.Attempt]
-	d.mu.Unlock()
 	if ch == nil {
-		d.Log.Warn("an event of a turn nobody waits for", "run", e.RunID, "worker", e.Worker, "kind", e.Kind)
+		if len(d.orphans) < maxOrphans && len(d.orphans[e.Attempt]) < 200 || e.Kind == "done" {
+			d.orphans[e.Attempt] = append(d.orphans[e.Attempt], e)
+		}
+		d.mu.Unlock()
 		return
 	}
+	d.mu.Unlock()
 	select {
 	case ch <- e:
 	default:
@@ -173,6 +185,29 @@ func (d *Dispatcher) route(e Event) {
 			ch <- e
 		}
 	}
+}
+
+// register starts following an attempt: its channel gets the events
+// heard before, then the new ones.
+func (d *Dispatcher) register(attempt string) chan Event {
+	ch := make(chan Event, 256)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.orphans[attempt] {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
+	delete(d.orphans, attempt)
+	d.waiting[attempt] = ch
+	return ch
+}
+
+func (d *Dispatcher) unregister(attempt string) {
+	d.mu.Lock()
+	delete(d.waiting, attempt)
+	d.mu.Unlock()
 }
 
 // Executor is an executor that runs command on a worker.
@@ -194,9 +229,14 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
 	}
-	ch := make(chan Event, 256)
+	if d.Published != nil {
+		if err := d.Published(t.RunID, a.Attempt); err != nil {
+			return runtime.Result{State: factory.StateError, Message: "recording the turn: " + err.Error()}
+		}
+	}
+	ch := d.register(a.Attempt)
+	defer d.unregister(a.Attempt)
 	d.mu.Lock()
-	d.waiting[a.Attempt] = ch
 	subject := anySubject
 	switch w := d.last[t.RunID]; {
 	case w != "" && t.FollowUp != "":
@@ -205,31 +245,42 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 		subject = hostSubject(t.WorkerHost)
 	}
 	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.waiting, a.Attempt)
-		d.mu.Unlock()
-	}()
 	body, _ := json.Marshal(a)
 	published := time.Now()
 	ack, err := d.JS.Publish(ctx, subject, body, jetstream.WithMsgID(a.Attempt))
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "queueing the run for a worker: " + err.Error()}
 	}
-	return x.follow(ctx, a, turnWait{seq: ack.Sequence, published: published, outputDir: t.OutputDir}, ch, events)
+	return x.follow(ctx, a.RunID, a.Attempt, turnWait{seq: ack.Sequence, published: published, outputDir: t.OutputDir}, ch, events)
+}
+
+// Resume follows a turn published before the control plane restarted: the
+// events it missed wait in the events stream.
+func (x *remote) Resume(ctx context.Context, r *factory.Run, t runtime.Turn, events func(runtime.Event)) (runtime.Result, bool) {
+	if r.RemoteTurn == "" {
+		return runtime.Result{}, false
+	}
+	ch := x.d.register(r.RemoteTurn)
+	defer x.d.unregister(r.RemoteTurn)
+	tw := turnWait{published: time.Now(), outputDir: t.OutputDir}
+	if r.ClaimedTurn == r.RemoteTurn {
+		tw.worker = r.Worker
+	}
+	return x.follow(ctx, r.ID, r.RemoteTurn, tw, ch, events), true
 }
 
 // follow waits for a turn's events until it ends.
 // turnWait is what following a published turn needs of it.
 type turnWait struct {
-	seq       uint64 // its place in the queue
+	seq       uint64 // its place in the queue (0: not known)
 	published time.Time
 	outputDir string
+	worker    string // the worker known to have it
 }
 
-func (x *remote) follow(ctx context.Context, a *Assignment, tw turnWait, ch chan Event, events func(runtime.Event)) runtime.Result {
+func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait, ch chan Event, events func(runtime.Event)) runtime.Result {
 	d := x.d
-	worker := ""
+	worker := tw.worker
 	lease := time.NewTimer(d.Lease)
 	defer lease.Stop()
 	done := ctx.Done()
@@ -240,13 +291,7 @@ func (x *remote) follow(ctx context.Context, a *Assignment, tw turnWait, ch chan
 			switch e.Kind {
 			case "claimed":
 				worker = e.Worker
-				d.mu.Lock()
-				d.last[a.RunID] = worker
-				d.mu.Unlock()
-				if d.Claimed != nil {
-					d.Claimed(a.RunID, worker)
-				}
-				d.Log.Info("run claimed", "run", a.RunID, "worker", worker, "after", time.Since(tw.published))
+				d.claimed(runID, attempt, worker, tw.published)
 			case "message":
 				events(runtime.Event{Time: e.Time, Message: e.Message})
 			case "done":
@@ -260,8 +305,11 @@ func (x *remote) follow(ctx context.Context, a *Assignment, tw turnWait, ch chan
 			return runtime.Result{State: factory.StateError, Code: "worker_lost",
 				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", worker, d.Lease)}
 		case <-done:
+			if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {
+				return runtime.Result{} // the control plane stops; the turn goes on, to be resumed
+			}
 			done = nil
-			x.stop(ctx, a, tw.seq, worker)
+			x.stop(ctx, runID, attempt, tw.seq, worker)
 			if worker == "" {
 				return runtime.Result{State: factory.StateCancelled, Message: "cancelled before a worker took it"}
 			}
@@ -269,12 +317,23 @@ func (x *remote) follow(ctx context.Context, a *Assignment, tw turnWait, ch chan
 	}
 }
 
+// claimed records the worker that took a turn.
+func (d *Dispatcher) claimed(runID, attempt, worker string, published time.Time) {
+	d.mu.Lock()
+	d.last[runID] = worker
+	d.mu.Unlock()
+	if d.Claimed != nil {
+		d.Claimed(runID, worker, attempt)
+	}
+	d.Log.Info("run claimed", "run", runID, "worker", worker, "after", time.Since(published))
+}
+
 // stop takes a turn back: out of the queue if no worker has it, else a
 // word to the worker that has it.
-func (x *remote) stop(ctx context.Context, a *Assignment, seq uint64, worker string) {
+func (x *remote) stop(ctx context.Context, runID, attempt string, seq uint64, worker string) {
 	d := x.d
 	if worker == "" {
-		if s, err := d.JS.Stream(context.Background(), RunsStream); err == nil {
+		if s, err := d.JS.Stream(context.Background(), RunsStream); err == nil && seq > 0 {
 			_ = s.DeleteMsg(context.Background(), seq)
 		}
 		return
@@ -283,9 +342,9 @@ func (x *remote) stop(ctx context.Context, a *Assignment, seq uint64, worker str
 	if errors.Is(context.Cause(ctx), runtime.ErrInterrupted) {
 		action = "interrupt"
 	}
-	b, _ := json.Marshal(Control{RunID: a.RunID, Attempt: a.Attempt, Action: action})
+	b, _ := json.Marshal(Control{RunID: runID, Attempt: attempt, Action: action})
 	if err := d.NC.Publish(controlSubject(worker), b); err != nil {
-		d.Log.Error("asking a worker to stop a run", "run", a.RunID, "worker", worker, "err", err)
+		d.Log.Error("asking a worker to stop a run", "run", runID, "worker", worker, "err", err)
 	}
 }
 

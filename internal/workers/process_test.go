@@ -99,6 +99,7 @@ type cluster struct {
 	c                   *client.Client
 	lease               time.Duration
 	proc                *proc
+	args                []string // the control plane's, to start it again
 }
 
 // controlPlane serves an exec environment whose agent sleeps a moment
@@ -114,21 +115,22 @@ runtime:
 environments:
   sh:
     executor: exec
-    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; bench*) sleep 1;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
+    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
 `, listen)
 	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "cp")
-	p := start(t, "control-plane", "--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
-		"--no-local-worker", "--lease", lease.String())
+	args := []string{"--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
+		"--no-local-worker", "--lease", lease.String()}
+	p := start(t, "control-plane", args...)
 	url := "http://" + listen
 	var key []byte
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if key, _ = os.ReadFile(filepath.Join(data, "admin-api-key")); len(key) > 0 {
 			if c := client.New(url, strings.TrimSpace(string(key))); c != nil {
 				if _, err := c.ListRuns(context.Background(), nil); err == nil {
-					return &cluster{url: url, data: data, adminKey: strings.TrimSpace(string(key)), c: c, lease: lease, proc: p}
+					return &cluster{url: url, data: data, adminKey: strings.TrimSpace(string(key)), c: c, lease: lease, proc: p, args: args}
 				}
 			}
 		}
@@ -423,4 +425,51 @@ func TestWorkersChaos(t *testing.T) {
 		}
 	}
 	t.Logf("90 runs under chaos: %v", states)
+}
+
+// TestControlPlaneRestart: the control plane killed with SIGKILL while
+// workers run its runs, and started again: the runs go on on their
+// workers, and end SUCCEEDED with every event of their timelines, those
+// of the time it was down included.
+func TestControlPlaneRestart(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	cl.worker(t, "w1", 4)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, cl.create(t, fmt.Sprint("pause ", i)))
+	}
+	for _, id := range ids {
+		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+	}
+	if err := cl.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cl.proc.cmd.Process.Wait()
+	time.Sleep(4 * time.Second) // the runs end meanwhile: their last events and ends wait in the worker
+	cl.proc = start(t, "control-plane-again", cl.args...)
+	for _, id := range ids {
+		r := cl.wait(t, id, 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State != factory.StateSucceeded {
+			t.Fatalf("run %s after the restart: %s %+v", id, r.State, r.StatusMessage)
+		}
+		var tl struct {
+			Events []struct {
+				Type    string         `json:"event_type"`
+				Payload map[string]any `json:"payload"`
+			} `json:"events"`
+		}
+		if err := cl.c.Do(context.Background(), "GET", "/v1/agent/runs/"+id+"/timeline", nil, &tl); err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, e := range tl.Events {
+			kinds = append(kinds, fmt.Sprint(e.Type, ":", e.Payload["message"]))
+		}
+		got := strings.Join(kinds, " ")
+		for _, want := range []string{"agent_started", "status_message:working", "status_message:done", "oz_run_done"} {
+			if !strings.Contains(got, want) {
+				t.Fatalf("run %s's timeline lacks %s: %s", id, want, got)
+			}
+		}
+	}
 }

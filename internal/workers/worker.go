@@ -27,11 +27,19 @@ type Worker struct {
 	MaxRuns int
 	Dir     string
 	Log     *slog.Logger
+	// AbandonOnStop stops the turns it holds when ctx ends, instead of
+	// letting them finish: the control plane's in-process worker, which
+	// stops with its server (the runs then end ERROR, retryable, as a
+	// single server's runs do when it stops).
+	AbandonOnStop bool
 
 	mu     sync.Mutex
 	active map[string]context.CancelCauseFunc // by attempt
 	wg     sync.WaitGroup
 }
+
+// errAbandoned ends the turns of a worker stopped with its server.
+var errAbandoned = errors.New("the server stopped while the run was in progress")
 
 // maxOutputs bounds the files a turn sends back.
 const maxOutputs = 4 << 20
@@ -68,6 +76,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer sub.Unsubscribe()
 	w.claimLoop(ctx, host, shared, make(chan struct{}, w.MaxRuns))
+	if w.AbandonOnStop {
+		w.mu.Lock()
+		for _, cancel := range w.active {
+			cancel(errAbandoned)
+		}
+		w.mu.Unlock()
+	}
 	w.Log.Info("draining: waiting for the runs this worker holds")
 	w.wg.Wait()
 	return nil
@@ -172,6 +187,9 @@ func (w *Worker) runTurn(a *Assignment) {
 	go w.heartbeat(a, stop)
 	res, outputs := w.execute(ctx, a)
 	close(stop)
+	if errors.Is(context.Cause(ctx), errAbandoned) {
+		res = runtime.Result{State: factory.StateError, Message: errAbandoned.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
+	}
 	w.Log.Info("run ended", "run", a.RunID, "attempt", a.Attempt, "state", res.State)
 	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res, Outputs: outputs})
 }
@@ -240,7 +258,8 @@ func outputs(dir string) map[string][]byte {
 }
 
 // publish sends an event durably (JetStream acknowledges it), retrying
-// while the control plane's server is away.
+// while the control plane's server is away (it restarts): nothing but
+// heartbeats is given up.
 func (w *Worker) publish(e Event) {
 	e.Worker = w.ID
 	if e.Time.IsZero() {
@@ -251,8 +270,8 @@ func (w *Worker) publish(e Event) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := w.JS.Publish(ctx, eventsSubject(w.ID), b)
 		cancel()
-		if err == nil || e.Kind == "heartbeat" || e.Kind == "message" && i >= 2 {
-			return
+		if err == nil || e.Kind == "heartbeat" {
+			return // a heartbeat is only worth sending now
 		}
 		w.Log.Warn("reporting to the control plane", "run", e.RunID, "kind", e.Kind, "err", err)
 		time.Sleep(time.Second)
