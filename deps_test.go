@@ -35,6 +35,9 @@ func TestDependencies(t *testing.T) {
 		"github.com/fsnotify/fsnotify":             {"factory/internal/reconciler/watch"},
 		"github.com/coder/acp-go-sdk":              {"factory/internal/runtime", "factory/cmd/factory"},
 		"github.com/santhosh-tekuri/jsonschema/v5": {"factory/internal/schema"},
+		"github.com/nats-io/nats-server/v2/server": {"factory/internal/workers"},
+		"github.com/nats-io/nats.go":               {"factory/internal/workers"},
+		"github.com/nats-io/nats.go/jetstream":     {"factory/internal/workers"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {

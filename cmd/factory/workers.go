@@ -15,10 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"factory"
 	"factory/internal/runtime"
 	"factory/internal/store"
 	"factory/internal/workers"
@@ -40,14 +38,22 @@ func (o *workersOpts) flags(cmd *cobra.Command) {
 	f.IntVar(&o.localMaxRuns, "local-max-runs", 4, "with --nats-listen: how many runs the in-process worker runs at once")
 }
 
-// controlPlane is serve's part of the workers: the NATS server, the
-// dispatcher, the registry, and the in-process worker.
-type controlPlane struct {
-	nats     *workers.Embedded
-	registry *workers.Registry
-	disp     *workers.Dispatcher
-	stop     func()
+// startControlPlane starts the workers' control plane when --nats-listen
+// asks for it (else nil).
+func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, dataDir string, log *slog.Logger) (*controlPlane, error) {
+	if o.natsListen == "" {
+		return nil, nil
+	}
+	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, Lease: o.lease, LocalWorker: !o.noLocal,
+		LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	return &controlPlane{cp}, nil
 }
+
+// controlPlane is serve's handle on the workers; nil without them.
+type controlPlane struct{ *workers.ControlPlane }
 
 // remote is what changes the run manager's environments: nil without
 // workers.
@@ -55,7 +61,7 @@ func (cp *controlPlane) remote() func(map[string]runtime.Environment) {
 	if cp == nil {
 		return nil
 	}
-	return func(envs map[string]runtime.Environment) { remoteExecutors(envs, cp.disp) }
+	return cp.RemoteExecutors
 }
 
 // workers is the server's registry of workers: nil without workers.
@@ -63,85 +69,12 @@ func (cp *controlPlane) workers() *workers.Registry {
 	if cp == nil {
 		return nil
 	}
-	return cp.registry
+	return cp.Registry
 }
 
 func (cp *controlPlane) close() {
 	if cp != nil {
-		cp.stop()
-	}
-}
-
-// startControlPlane starts the embedded NATS server and what runs on it,
-// when --nats-listen asks for it (else nil). The run manager is made
-// after: its exec environments run through disp.
-func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, dataDir string, log *slog.Logger) (*controlPlane, error) {
-	if o.natsListen == "" {
-		return nil, nil
-	}
-	reg := &workers.Registry{Store: s}
-	emb, err := workers.StartEmbedded(dataDir, o.natsListen, &workers.Accounts{Worker: reg.Lookup}, factory.NewUID("np_"))
-	if err != nil {
-		return nil, err
-	}
-	nc, err := workers.Connect(emb.URL, emb.Own, "factory control plane")
-	if err != nil {
-		emb.Shutdown()
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		err = workers.Setup(ctx, js)
-	}
-	if err != nil {
-		nc.Close()
-		emb.Shutdown()
-		return nil, fmt.Errorf("the workers' streams: %w", err)
-	}
-	reg.JS, reg.URL = js, emb.URL
-	wctx, cancel := context.WithCancel(context.Background())
-	disp := &workers.Dispatcher{NC: nc, JS: js, Lease: o.lease, Log: log,
-		Published: func(runID, attempt string) error {
-			_, err := s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.RemoteTurn = attempt; return nil })
-			return err
-		},
-		Claimed: func(runID, worker, attempt string) {
-			_, _ = s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.Worker, r.ClaimedTurn = worker, attempt; return nil })
-		}}
-	if err := disp.Start(wctx); err != nil {
-		cancel()
-		nc.Close()
-		emb.Shutdown()
-		return nil, err
-	}
-	reg.Connected, reg.Activity = emb.Connected, disp.Activity
-	cp := &controlPlane{nats: emb, registry: reg, disp: disp}
-	done := make(chan struct{})
-	if !o.noLocal {
-		// The in-process worker: today's single-binary behaviour, through
-		// the same queue as workers elsewhere.
-		if err := workers.AddWorker(ctx, js, "local"); err != nil {
-			cancel()
-			return nil, err
-		}
-		w := &workers.Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.localMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local"),
-			AbandonOnStop: true}
-		go func() { _ = w.Run(wctx); close(done) }()
-	} else {
-		close(done)
-	}
-	cp.stop = func() { cancel(); <-done; nc.Close(); emb.Shutdown() }
-	log.Info("workers", "nats", emb.URL, "lease", o.lease, "local_worker", !o.noLocal)
-	return cp, nil
-}
-
-// remoteExecutors makes a manager's exec environments run on workers.
-func remoteExecutors(envs map[string]runtime.Environment, disp *workers.Dispatcher) {
-	for name, env := range envs {
-		if ex, ok := env.Executor.(*runtime.ExecExecutor); ok {
-			env.Executor = disp.Executor(ex.Command)
-			envs[name] = env
-		}
+		cp.Stop()
 	}
 }
 
@@ -195,26 +128,13 @@ func (a *app) runWorker(ctx context.Context, c workers.Credentials, natsURL, id 
 	if err != nil {
 		return err
 	}
-	nc, err := workers.Connect(natsURL, c, "factory worker "+id)
-	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", natsURL, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	dir, err := filepath.Abs(a.dataDir())
 	if err != nil {
 		return err
 	}
-	log.Info("worker started", "worker", id, "nats", natsURL, "max_runs", maxRuns, "dir", dir)
-	w := &workers.Worker{ID: id, NC: nc, JS: js, MaxRuns: maxRuns, Dir: dir, Log: log.With("worker", id)}
-	err = w.Run(ctx)
-	log.Info("worker stopped", "worker", id)
-	return err
+	return workers.RunWorker(ctx, c, natsURL, id, maxRuns, dir, log)
 }
 
 func (a *app) workersCmd() *cobra.Command {

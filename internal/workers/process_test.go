@@ -104,7 +104,7 @@ type cluster struct {
 
 // controlPlane serves an exec environment whose agent sleeps a moment
 // (30 s when the prompt says "slow"), with workers only elsewhere.
-func controlPlane(t testing.TB, lease time.Duration) *cluster {
+func controlPlane(t testing.TB, lease time.Duration, extra ...string) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	listen := freeAddr(t)
@@ -123,6 +123,7 @@ environments:
 	data := filepath.Join(dir, "cp")
 	args := []string{"--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
 		"--no-local-worker", "--lease", lease.String()}
+	args = append(args, extra...)
 	p := start(t, "control-plane", args...)
 	url := "http://" + listen
 	var key []byte
@@ -471,5 +472,16 @@ func TestControlPlaneRestart(t *testing.T) {
 				t.Fatalf("run %s's timeline lacks %s: %s", id, want, got)
 			}
 		}
+	}
+}
+
+// TestLocalWorker: without --no-local-worker the control plane runs its
+// runs itself, through the same queue.
+func TestLocalWorker(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second, "--no-local-worker=false")
+	id := cl.create(t, "quick")
+	r := cl.wait(t, id, 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != "local" || len(r.Artifacts) == 0 {
+		t.Fatalf("%s on %+v, artifacts %+v", r.State, r.Executor, r.Artifacts)
 	}
 }
