@@ -109,11 +109,11 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
-	if cfg.Runs != nil {
-		s.metrics.runGauges(cfg.Runs.Counts)
-	}
 	if cfg.Workers != nil {
 		s.metrics.workerGauges(cfg.Workers)
+	}
+	if cfg.Runs != nil {
+		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
