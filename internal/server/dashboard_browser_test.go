@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -117,16 +116,20 @@ func TestDashboardInABrowser(t *testing.T) {
 }
 
 // pageState is the state the open run page shows, "" while it has none
-// (or is loading). An evaluation cut off by the page's own navigation (a
-// form's redirect) reads as "" too: chromedp reports it as
-// context.Canceled while the browser's context is still live.
+// (or is loading). An evaluation that fails while the browser is still
+// there is tried again for up to two seconds: the page replaces its live
+// part on every event, and navigates after a form, and chromedp reports an
+// evaluation cut off by either as an error (at times "context canceled",
+// though the browser's context is not).
 func pageState(ctx context.Context) (string, error) {
 	var s string
-	err := chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s))
-	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		return "", nil
+	var err error
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if err = chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s)); err == nil {
+			return s, nil
+		}
 	}
-	return s, err
+	return "", fmt.Errorf("reading the run page's state: %w (%T; the browser's context: %v)", err, err, ctx.Err())
 }
 
 // waitPageState waits until the open run page shows a state.
