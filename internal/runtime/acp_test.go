@@ -5,46 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"factory"
 
 	"factory/internal/runtime"
-)
-
-var (
-	buildOnce  sync.Once
-	factoryBin string
-	buildErr   error
+	"factory/internal/testbin"
 )
 
 // demoAgent builds the factory binary once: its demo-agent --acp is the
 // real ACP agent these tests drive.
-func demoAgent(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "factory-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		factoryBin = filepath.Join(dir, "factory")
-		out, err := exec.Command("go", "build", "-o", factoryBin, "../../cmd/factory").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build: %v", buildErr)
-	}
-	return factoryBin
-}
+func demoAgent(t *testing.T) string { return testbin.Factory(t) }
 
 func acpTurn(t *testing.T, e *runtime.ACPExecutor, mod func(*runtime.Turn), cancelAfter string) (runtime.Result, *run, string) {
 	t.Helper()

@@ -12,9 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/inspector"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"factory"
@@ -36,8 +39,30 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser is a headless Chromium page.
-func browser(t *testing.T) (context.Context, context.CancelFunc) {
+// tab is a headless Chromium page. Now and then (about one test run in
+// ten, under load) chromedp loses its DevTools connection to the browser
+// while a page updates itself; it then cancels the page's context, and
+// every later step says "context canceled". A run page being watched is
+// then opened again in a new browser (recover), and the test says so.
+type tab struct {
+	t        *testing.T
+	ctx      context.Context
+	cancel   func()
+	lastURL  string // the run page last read, for recover
+	reopened int
+}
+
+// browser opens a tab; the test's cleanup closes it.
+func browser(t *testing.T) *tab {
+	t.Helper()
+	b := &tab{t: t}
+	b.ctx, b.cancel = openBrowser(t)
+	t.Cleanup(func() { b.cancel() })
+	return b
+}
+
+// openBrowser starts Chromium and opens a page in it.
+func openBrowser(t *testing.T) (context.Context, func()) {
 	t.Helper()
 	// Chromium's output is drained for as long as it runs. Without a
 	// writer, chromedp closes the pipe once it has read the DevTools URL,
@@ -51,9 +76,58 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Flag("headless", "new"),
 		chromedp.CombinedOutput(out))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
+	var lastMu sync.Mutex
+	var last []string
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithDebugf(func(f string, a ...any) {
+		m := fmt.Sprintf(f, a...)
+		if len(m) > 600 {
+			m = m[:600]
+		}
+		lastMu.Lock()
+		last = append(last, m)
+		if len(last) > 6 {
+			last = last[1:]
+		}
+		lastMu.Unlock()
+	}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			lastMu.Lock()
+			t.Logf("the last messages with the browser:\n%s", strings.Join(last, "\n"))
+			lastMu.Unlock()
+		}
+	})
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *inspector.EventDetached:
+			t.Logf("the page's inspector detached: %s", e.Reason)
+		case *inspector.EventTargetCrashed:
+			t.Logf("the page crashed")
+		}
+	})
+	chromedp.ListenBrowser(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *target.EventTargetDestroyed:
+			t.Logf("target destroyed: %s", e.TargetID)
+		case *target.EventDetachedFromTarget:
+			t.Logf("detached from target: %s", e.SessionID)
+		case *target.EventTargetCrashed:
+			t.Logf("target crashed: %s %s", e.TargetID, e.Status)
+		}
+	})
 	ctx, cancelTimeout := context.WithTimeout(ctx, 25*time.Second)
 	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
+}
+
+// recover opens the dashboard again in a new browser, signed in, at url.
+func (b *tab) recover(h *harness, url string) error {
+	b.reopened++
+	b.t.Logf("chromedp lost its connection to the browser; opening %s again in a new one", url)
+	b.cancel()
+	b.ctx, b.cancel = openBrowser(b.t)
+	return chromedp.Run(b.ctx, chromedp.Navigate(h.url+"/ui/login"), chromedp.WaitVisible("#key", chromedp.ByID),
+		chromedp.SendKeys("#key", adminKey, chromedp.ByID), chromedp.Click("#signin", chromedp.ByID), chromedp.WaitVisible("h2", chromedp.ByQuery),
+		chromedp.Navigate(url), chromedp.WaitVisible("#runstate", chromedp.ByID))
 }
 
 // TestDashboardInABrowser drives the dashboard in a real browser against a
@@ -77,8 +151,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	if st, err := h.c.SyncFactory(context.Background(), h.status("acme").UID); err != nil || !st.Ready {
 		t.Fatal(err, st)
 	}
-	ctx, cancel := browser(t)
-	defer cancel()
+	b := browser(t)
+	ctx := b.ctx
 	var text string
 	// A wrong key, then the right one.
 	err := chromedp.Run(ctx,
@@ -102,43 +176,54 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the overview: %v %q", err, text)
 	}
 	checkToggle(t, ctx, h, ci)
-	runPage := checkLiveDeliveryAndRun(t, ctx, h, ci)
-	checkTestFilter(t, ctx, h)
-	checkFollowUpAndCancel(t, ctx, h, runPage)
+	runPage := checkLiveDeliveryAndRun(t, b, h, ci)
+	checkTestFilter(t, b.ctx, h)
+	checkFollowUpAndCancel(t, b, h, runPage)
 	// A run started from the Runs page, followed to its end.
-	err = chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/runs"), chromedp.WaitVisible("#prompt", chromedp.ByID),
+	err = chromedp.Run(b.ctx, chromedp.Navigate(h.url+"/ui/runs"), chromedp.WaitVisible("#prompt", chromedp.ByID),
 		chromedp.SendKeys("#prompt", "Started from the dashboard", chromedp.ByID), chromedp.Click("#start", chromedp.ByID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPageState(t, ctx, "INPROGRESS")
-	waitPageState(t, ctx, "SUCCEEDED")
+	waitPageState(t, b, h, "INPROGRESS")
+	waitPageState(t, b, h, "SUCCEEDED")
 }
 
 // pageState is the state the open run page shows, "" while it has none
 // (or is loading). An evaluation that fails while the browser is still
 // there is tried again for up to two seconds: the page replaces its live
-// part on every event, and navigates after a form, and chromedp reports an
-// evaluation cut off by either as an error (at times "context canceled",
-// though the browser's context is not).
-func pageState(ctx context.Context) (string, error) {
-	var s string
+// part on every event, and navigates after a form. A lost browser is
+// replaced, at most twice, on the run page last read.
+func pageState(b *tab, h *harness) (string, error) {
+	var s, loc string
 	var err error
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
-		if err = chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s)); err == nil {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if b.ctx.Err() != nil {
+			if b.reopened >= 2 || b.lastURL == "" {
+				break
+			}
+			if err = b.recover(h, b.lastURL); err != nil {
+				return "", err
+			}
+		}
+		err = chromedp.Run(b.ctx, chromedp.Evaluate(`(document.getElementById("runstate") || {}).textContent || ""`, &s), chromedp.Location(&loc))
+		if err == nil {
+			if strings.Contains(loc, "/ui/runs/run_") {
+				b.lastURL = loc
+			}
 			return s, nil
 		}
 	}
-	return "", fmt.Errorf("reading the run page's state: %w (%T; the browser's context: %v)", err, err, ctx.Err())
+	return "", fmt.Errorf("reading the run page's state: %w (the browser's context: %v)", err, b.ctx.Err())
 }
 
 // waitPageState waits until the open run page shows a state.
-func waitPageState(t *testing.T, ctx context.Context, want string) {
+func waitPageState(t *testing.T, b *tab, h *harness, want string) {
 	t.Helper()
 	var s string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var err error
-		if s, err = pageState(ctx); err != nil {
+		if s, err = pageState(b, h); err != nil {
 			t.Fatal(err)
 		}
 		if s == want {
@@ -150,18 +235,18 @@ func waitPageState(t *testing.T, ctx context.Context, want string) {
 
 // checkFollowUpAndCancel: a follow-up sent from the run's page continues
 // the run; Cancel, on the page, cancels it.
-func checkFollowUpAndCancel(t *testing.T, ctx context.Context, h *harness, runPage string) {
+func checkFollowUpAndCancel(t *testing.T, b *tab, h *harness, runPage string) {
 	t.Helper()
-	err := chromedp.Run(ctx, chromedp.Navigate(h.url+runPage), chromedp.WaitVisible("#message", chromedp.ByID),
+	err := chromedp.Run(b.ctx, chromedp.Navigate(h.url+runPage), chromedp.WaitVisible("#message", chromedp.ByID),
 		chromedp.SendKeys("#message", "also label it", chromedp.ByID), chromedp.Click("#send", chromedp.ByID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPageState(t, ctx, "INPROGRESS") // the follow-up's turn
-	if err := chromedp.Run(ctx, chromedp.WaitVisible("#cancel", chromedp.ByID), chromedp.Click("#cancel", chromedp.ByID)); err != nil {
+	waitPageState(t, b, h, "INPROGRESS") // the follow-up's turn
+	if err := chromedp.Run(b.ctx, chromedp.WaitVisible("#cancel", chromedp.ByID), chromedp.Click("#cancel", chromedp.ByID)); err != nil {
 		t.Fatal(err)
 	}
-	waitPageState(t, ctx, "CANCELLED")
+	waitPageState(t, b, h, "CANCELLED")
 }
 
 // checkToggle: disabling the webhook makes ingress answer 404; enabling it
@@ -192,8 +277,9 @@ func checkToggle(t *testing.T, ctx context.Context, h *harness, ci hook) {
 // checkLiveDeliveryAndRun: with the webhook page open, a delivery posted
 // from outside appears in its log; its run's page shows the run reaching
 // SUCCEEDED; the prompt's <script> is text.
-func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci hook) string {
+func checkLiveDeliveryAndRun(t *testing.T, b *tab, h *harness, ci hook) string {
 	t.Helper()
+	ctx := b.ctx
 	if err := chromedp.Run(ctx, chromedp.Navigate(h.url+"/ui/webhooks/"+ci.uid), chromedp.WaitVisible("#deliveries table", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +303,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	for deadline := time.Now().Add(20 * time.Second); err == nil; time.Sleep(50 * time.Millisecond) {
 		// Read in one script: htmx replaces the node every half second.
 		var s string
-		if s, err = pageState(ctx); err != nil {
+		if s, err = pageState(b, h); err != nil {
 			break
 		}
 		if s == "" {
@@ -236,7 +322,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	}
 	if err == nil {
 		// In one script: the live part is replaced on each event.
-		err = chromedp.Run(ctx, chromedp.Evaluate(`document.getElementById("prompt").textContent`, &prompt), chromedp.Evaluate(`window.pwned === 1`, &pwned))
+		err = chromedp.Run(b.ctx, chromedp.Evaluate(`document.getElementById("prompt").textContent`, &prompt), chromedp.Evaluate(`window.pwned === 1`, &pwned))
 	}
 	if err != nil || states[len(states)-1] != "SUCCEEDED" || len(states) < 2 {
 		t.Fatalf("the run page did not follow the run live: %v %v", err, states)
@@ -251,7 +337,7 @@ func checkLiveDeliveryAndRun(t *testing.T, ctx context.Context, h *harness, ci h
 	if !strings.Contains(prompt, "<script>window.pwned = 1</script>") || pwned {
 		t.Fatalf("the prompt was not shown as text: %q (ran: %v)", prompt, pwned)
 	}
-	screenshot(t, ctx, "dashboard-run.png")
+	screenshot(t, b.ctx, "dashboard-run.png")
 	return runHref
 }
 

@@ -10,43 +10,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"factory"
 	"factory/client"
+	"factory/internal/testbin"
 )
 
 // The tests here start real processes: the control plane (factory serve
 // --nats-listen) and workers (factory worker), from a binary built once.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "factory-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "factory")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/factory").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func binary(t testing.TB) string { return testbin.Factory(t) }
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -177,7 +153,7 @@ func (cl *cluster) wait(t testing.TB, id string, within time.Duration, ok func(*
 	return nil
 }
 
-// TestWorkers: two worker processes share the runs; each run is executed
+// TestWorkers: two worker processes share 50 runs; each run is executed
 // once, by one worker (their own logs say what they started), and comes
 // back with its output; a worker killed with SIGKILL mid-run leaves its
 // run ERROR and retryable within twice the lease, and the runs queued
@@ -186,7 +162,7 @@ func TestWorkers(t *testing.T) {
 	cl := controlPlane(t, time.Second)
 	w1, w2 := cl.worker(t, "w1", 4), cl.worker(t, "w2", 4)
 	var ids []string
-	for i := range 24 {
+	for i := range 50 {
 		ids = append(ids, cl.create(t, fmt.Sprintf("run %d", i)))
 	}
 	by := map[string]int{}
