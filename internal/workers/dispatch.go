@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,6 +155,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		var e Event
 		if json.Unmarshal(m.Data(), &e) == nil {
+			// Who sent it is the subject it came on (a worker may
+			// publish on its own only), never what the event says.
+			e.Worker = strings.TrimPrefix(m.Subject(), "factory.events.")
 			d.route(e)
 		}
 		_ = m.Ack()
@@ -287,6 +291,10 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 	for {
 		select {
 		case e := <-ch:
+			if worker != "" && e.Worker != worker {
+				d.Log.Warn("an event of a run from a worker that does not hold it", "run", runID, "from", e.Worker, "holder", worker)
+				continue
+			}
 			lease.Reset(d.Lease)
 			switch e.Kind {
 			case "claimed":

@@ -1,0 +1,63 @@
+package workers
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"factory"
+	"factory/internal/runtime"
+)
+
+// TestFinishedOutputs: a worker's output files land in the run's output
+// folder and nowhere else, whatever names it sends.
+func TestFinishedOutputs(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "runs", "r", "output")
+	outputs := map[string][]byte{"report.md": []byte("ok"), "sub/notes.txt": []byte("n"), "../escaped.txt": []byte("x"),
+		"/etc/owned": []byte("x"), "sub/../../up.txt": []byte("x"), "": []byte("x")}
+	res := finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: outputs}, out)
+	if res.State != factory.StateSucceeded {
+		t.Fatal(res)
+	}
+	for name, want := range map[string]bool{"report.md": true, "sub/notes.txt": true} {
+		if _, err := os.Stat(filepath.Join(out, name)); (err == nil) != want {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if rel, _ := filepath.Rel(out, p); !filepath.IsLocal(rel) {
+				t.Errorf("a file outside the output folder: %s", p)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := finished(Event{Kind: "done"}, out); res.State != factory.StateError {
+		t.Errorf("a done event without a result: %+v", res)
+	}
+}
+
+// FuzzFinishedOutputs: no name a worker sends puts a file outside the
+// run's output folder.
+func FuzzFinishedOutputs(f *testing.F) {
+	for _, s := range []string{"a.txt", "../x", "/abs", "a/../../b", "a/./b", "..", "c:\\x", "a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "output")
+		finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: map[string][]byte{name: []byte("x")}}, out)
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if rel, _ := filepath.Rel(out, p); !filepath.IsLocal(rel) {
+					t.Fatalf("%q wrote %s", name, p)
+				}
+			}
+			return nil
+		})
+	})
+}
