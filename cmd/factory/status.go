@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"factory"
+	"factory/client"
+	"factory/internal/workers"
 
 	"github.com/spf13/cobra"
 )
@@ -58,8 +61,13 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	if o.wait {
 		sts, waitErr = a.waitReady(cmd, o, sts)
 	}
+	ws := a.statusWorkers(cmd.Context())
 	if o.output == "json" {
-		if err := printJSON(a.stdout, map[string]any{"factories": sts}); err != nil {
+		out := map[string]any{"factories": sts}
+		if ws != nil {
+			out["workers"] = ws
+		}
+		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
 		return waitErr
@@ -73,7 +81,45 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		}
 		printStatus(a.stdout, s)
 	}
+	printWorkers(a.stdout, ws)
 	return waitErr
+}
+
+// statusWorkers are the workers of the server status goes through, when it
+// runs workers and the key may list them; else nil.
+func (a *app) statusWorkers(ctx context.Context) []workers.WorkerInfo {
+	c := a.remote()
+	if c == nil {
+		return nil
+	}
+	var out struct {
+		Workers []workers.WorkerInfo `json:"workers"`
+	}
+	if err := c.Do(ctx, "GET", "/v1/admin/workers", nil, &out, client.WithMaxRetries(0)); err != nil {
+		return nil
+	}
+	return out.Workers
+}
+
+func printWorkers(w io.Writer, ws []workers.WorkerInfo) {
+	if len(ws) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nWorkers:")
+	for _, x := range ws {
+		state := "not connected"
+		if x.Connected {
+			state = "connected"
+		}
+		if x.RevokedAt != nil {
+			state = "revoked"
+		}
+		heard := "never heard"
+		if x.LastHeartbeat != nil {
+			heard = "heard " + time.Since(*x.LastHeartbeat).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "  %s: %s, %d runs, %s\n", x.Name, state, x.RunsActive, heard)
+	}
 }
 
 // statuses reads the factories' statuses (only one, with a name or UID),

@@ -461,3 +461,20 @@ func TestLocalWorker(t *testing.T) {
 		t.Fatalf("%s on %+v, artifacts %+v", r.State, r.Executor, r.Artifacts)
 	}
 }
+
+// TestStatusShowsWorkers: factory status, through the server, lists the
+// workers, in words and in JSON.
+func TestStatusShowsWorkers(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	cl.worker(t, "w1", 1)
+	cl.wait(t, cl.create(t, "quick"), 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	for _, output := range []string{"text", "json"} {
+		cmd := exec.Command(binary(t), "--server", cl.url, "status", "--output", output)
+		cmd.Env = append(os.Environ(), "FACTORY_API_KEY="+cl.adminKey)
+		out, err := cmd.CombinedOutput()
+		want := map[string]string{"text": "w1: connected, 0 runs, heard", "json": `"name": "w1"`}[output]
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("status --output %s: %v\n%s", output, err, out)
+		}
+	}
+}
