@@ -7,7 +7,7 @@ set -euo pipefail
 bin=${1:?factory binary}
 data=${2:?data directory}
 
-have_secret() { "$bin" --data "$data" secrets list --output json | grep -q "\"name\": \"$1\""; }
+have_secret() { "$bin" --data "$data" secrets list --output json 2>/dev/null | grep -q "\"name\": \"$1\""; } # a new store has none
 
 if ! have_secret github-webhook-secret; then
   printf 'example-github-secret-change-me' | "$bin" --data "$data" secrets create github-webhook-secret --from-stdin
