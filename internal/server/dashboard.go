@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"factory"
 	"factory/internal/problem"
 	"factory/internal/store"
 )
@@ -62,9 +63,16 @@ func randomToken() string {
 // current is the request's session, checked against the key's record each
 // time: a revoked key signs its sessions out at once.
 func (s *Server) current(r *http.Request) *session {
+	sess, _ := s.sessionKey(r)
+	return sess
+}
+
+// sessionKey is the request's session and the key it signed in with, or
+// nils.
+func (s *Server) sessionKey(r *http.Request) (*session, *factory.APIKey) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	s.ui.mu.Lock()
 	sess := s.ui.m[c.Value]
@@ -74,15 +82,15 @@ func (s *Server) current(r *http.Request) *session {
 	}
 	s.ui.mu.Unlock()
 	if sess == nil {
-		return nil
+		return nil, nil
 	}
 	key, err := s.store.APIKeyByHash(sess.KeyHash)
 	if err != nil || key.RevokedAt != nil {
-		return nil
+		return nil, nil
 	}
 	cp := *sess
 	cp.Scope = key.Scope
-	return &cp
+	return &cp, key
 }
 
 // csrfOK checks a form's CSRF token against the session's.

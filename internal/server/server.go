@@ -530,10 +530,8 @@ func (s *Server) caller(r *http.Request) (*factory.APIKey, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return nil, nil
 	}
-	if sess := s.current(r); sess != nil {
-		return s.store.APIKeyByHash(sess.KeyHash)
-	}
-	return nil, nil
+	_, key := s.sessionKey(r) // read once, and checked not revoked
+	return key, nil
 }
 
 type apiKeyContext struct{}

@@ -21,10 +21,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if deliveryID == "" {
 		return nil, factory.Errorf(factory.EINVALID, "delivery_id is required")
 	}
-	a, err := s.Store.AutomationByUID(automationUID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, factory.Errorf(factory.ENOTFOUND, "no automation %s", automationUID)
-	}
+	a, err := s.automation(automationUID)
 	if err != nil {
 		return nil, err
 	}
@@ -40,10 +37,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 // (webhookUID, or the first its triggers select), with the provider's
 // event name when the webhook is a provider's. Nothing is stored.
 func (s *Service) TestPayload(ctx context.Context, automationUID, webhookUID, eventType string, body []byte) (*factory.TestResult, error) {
-	a, err := s.Store.AutomationByUID(automationUID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, factory.Errorf(factory.ENOTFOUND, "no automation %s", automationUID)
-	}
+	a, err := s.automation(automationUID)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +114,15 @@ func explainDelivery(a *factory.Automation, hook *factory.Webhook, eventType str
 		res.Note = "the automation is disabled: it does not fire"
 	}
 	return res, nil
+}
+
+// automation is an automation by UID, or a not-found error naming it.
+func (s *Service) automation(uid string) (*factory.Automation, error) {
+	a, err := s.Store.AutomationByUID(uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, factory.Errorf(factory.ENOTFOUND, "no automation %s", uid)
+	}
+	return a, err
 }
 
 // storedPayload finds an accepted delivery among the webhooks (live or
