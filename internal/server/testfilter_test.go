@@ -18,6 +18,42 @@ func TestTestFilter(t *testing.T) {
 	testFilterVerdicts(t, f)
 	testFilterRefusals(t, f)
 	testFilterReplay(t, f)
+	testFilterPasted(t, f)
+}
+
+// testFilterPasted: a pasted payload is tested as if it had arrived
+// through the automation's webhook (or the one named); malformed,
+// oversized and misdirected ones are refused in words, and nothing is
+// stored.
+func testFilterPasted(t *testing.T, f *testFilterFixture) {
+	before := len(f.h.log(f.tok.uid))
+	path := "/v1/automations/" + f.ids["on-tok"] + "/test-filter"
+	big := `{"payload": {"x": "` + strings.Repeat("a", factory.MaxWebhookBodyBytes) + `"}}`
+	huge := `{"payload": {"x": "` + strings.Repeat("a", 2*factory.MaxWebhookBodyBytes) + `"}}`
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"matching", `{"payload": {"action": "opened", "issue": {"labels": []}}}`, 200, `"would_trigger":true`},
+		{"not matching", `{"payload": {"action": "closed"}}`, 200, `"would_trigger":false`},
+		{"through the other webhook", `{"payload": {"action": "opened", "issue": {"labels": []}}, "webhook_uid": "` + webhookUID(f.h, "hdr") + `"}`, 200, `"would_trigger":false`},
+		{"a hostile payload, kept as data", `{"payload": {"action": "<script>alert(1)</script>", "__proto__": {"x": 1}}}`, 200, `"would_trigger":false`},
+		{"not JSON", `{"payload": {"action": `, 400, "not valid JSON"},
+		{"both", `{"payload": {}, "delivery_id": "` + f.opened + `"}`, 400, "not both"},
+		{"a payload over a webhook's limit", big, 400, "over 262144 bytes, the most a webhook accepts"},
+		{"a body far over it, not read", huge, 400, "the request body is over"},
+		{"an unknown webhook", `{"payload": {}, "webhook_uid": "wh_nope00000000000000000"}`, 404, "no webhook wh_nope"},
+		{"neither", `{}`, 400, "delivery_id is required"},
+	} {
+		status, body := call(t, f.h, "POST", path, c.body, "Authorization", "Bearer "+adminKey)
+		if status != c.status || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s, want %d and %q", c.name, status, body, c.status, c.want)
+		}
+	}
+	if after := len(f.h.log(f.tok.uid)); after != before {
+		t.Errorf("testing payloads logged %d deliveries", after-before)
+	}
 }
 
 // testFilterFixture is a factory with two token webhooks, an automation on
