@@ -161,10 +161,18 @@ type AgentSpec struct {
 // IsForeman reports whether the agent is the factory's foreman.
 func (a *AgentSpec) IsForeman() bool { return a.AgentType == AgentForeman || a.AgentType == AgentMain }
 
+// InstanceShape is the size of a runner's machine: a worker's docker
+// backend makes it the container's CPU and memory limits.
+type InstanceShape struct {
+	VCPUs    int     `json:"vcpus,omitempty"`
+	MemoryGB float64 `json:"memoryGb,omitempty"`
+}
+
 // RunnerSpec is what runners/<name>.yaml says, as far as a run needs it.
 type RunnerSpec struct {
-	Description   string   `json:"description,omitempty"`
-	SetupCommands []string `json:"setupCommands,omitempty"`
+	Description   string         `json:"description,omitempty"`
+	SetupCommands []string       `json:"setupCommands,omitempty"`
+	InstanceShape *InstanceShape `json:"instanceShape,omitempty"`
 	Platform      struct {
 		OS    string `json:"os,omitempty"`
 		Linux struct {

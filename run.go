@@ -158,6 +158,10 @@ type RunSetup struct {
 	// the first turn; the first that fails ends the run FAILED
 	// (environment_setup_failed).
 	SetupCommands []string `json:"setup_commands,omitempty"`
+	// DockerImage and InstanceShape are the runner's: a worker's docker
+	// backend runs the run in a container of that image, that size.
+	DockerImage   string         `json:"docker_image,omitempty"`
+	InstanceShape *InstanceShape `json:"instance_shape,omitempty"`
 	// MCPServers are the MCP servers offered to the agent's ACP session
 	// (factory-wide, then the resolved settings'), by name: {command, args,
 	// env} or {url, headers}; a {warpId} server names the product's

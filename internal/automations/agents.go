@@ -99,6 +99,7 @@ func resolveAgent(byKind Resources, runs *runtime.Manager, f *factory.Factory, n
 			return nil, fmt.Errorf("runner %s: %w", rn.Key, err)
 		}
 		out.setup.SetupCommands = rs.SetupCommands
+		out.setup.DockerImage, out.setup.InstanceShape = rs.Platform.Linux.DockerImage, rs.InstanceShape
 	}
 	out.addSkills(byKind[factory.ResourceSkill], agent.Key)
 	out.setup.Secrets = grantedSecrets(f.Settings.Secrets, ex)

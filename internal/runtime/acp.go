@@ -235,7 +235,7 @@ func (s *acpTurn) prompt() Result {
 		}
 		return s.result(state, msg)
 	}
-	return supervise(s.ctx, s.t, s.cl.activity, ended, finish, stop)
+	return Supervise(s.ctx, s.t, s.cl.activity, ended, finish, stop)
 }
 
 // acpClient is the client side of a session: it turns the agent's updates

@@ -21,6 +21,9 @@ const (
 	maxStderr = 64 << 10 // the end of stderr that is kept
 )
 
+// MaxStderr is how much of the end of an agent's stderr a turn keeps.
+const MaxStderr = maxStderr
+
 // ExecExecutor runs a command in the workspace (docs/spec/runtime.md's exec
 // executor): the prompt on stdin, FACTORY_RUN_ID, FACTORY_PROMPT_FILE,
 // FACTORY_ATTACHMENTS_DIR and FACTORY_FOLLOWUP in the environment, each
@@ -62,20 +65,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	lines := make(chan struct{})
 	go func() {
 		defer close(lines)
-		r := bufio.NewReaderSize(stdout, maxLine)
-		for {
-			line, err := readLine(r)
-			if line != "" {
-				events(Event{Time: time.Now().UTC(), Message: line})
-				select {
-				case activity <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
+		StatusLines(stdout, events, activity)
 	}()
 	var waitErr error
 	exited := waitExit(proc, &waitErr)
@@ -107,7 +97,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		end()
 		return Result{State: state, Message: msg, Stderr: stderr.String()}
 	}
-	return supervise(ctx, t, activity, exited, finish, stop)
+	return Supervise(ctx, t, activity, exited, finish, stop)
 }
 
 func finished(err error, stderr string) Result {
@@ -120,12 +110,44 @@ func finished(err error, stderr string) Result {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			msg = fmt.Sprintf("the agent was killed by %s", ws.Signal())
 		}
-		if last := lastLine(stderr); last != "" {
-			msg += ": " + last
-		}
-		return Result{State: factory.StateFailed, Message: msg, Stderr: stderr}
+		return agentFailed(msg, stderr)
 	}
 	return Result{State: factory.StateError, Message: err.Error(), Stderr: stderr}
+}
+
+// ExitResult is how a turn ends when its agent exited with code (a
+// container's, say): SUCCEEDED on 0, else FAILED with stderr's last line.
+func ExitResult(code int, stderr string) Result {
+	if code == 0 {
+		return Result{State: factory.StateSucceeded, Message: "the agent exited with status 0", Stderr: stderr}
+	}
+	return agentFailed(fmt.Sprintf("the agent exited with status %d", code), stderr)
+}
+
+func agentFailed(msg, stderr string) Result {
+	if last := lastLine(stderr); last != "" {
+		msg += ": " + last
+	}
+	return Result{State: factory.StateFailed, Message: msg, Stderr: stderr}
+}
+
+// StatusLines reads an agent's stdout to its end: each non-empty line is
+// a status message, and a tick on activity (which never blocks).
+func StatusLines(stdout io.Reader, events func(Event), activity chan<- struct{}) {
+	r := bufio.NewReaderSize(stdout, maxLine)
+	for {
+		line, err := readLine(r)
+		if line != "" {
+			events(Event{Time: time.Now().UTC(), Message: line})
+			select {
+			case activity <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // readLine reads one line, cutting lines longer than the buffer: an agent
@@ -153,24 +175,24 @@ func lastLine(s string) string {
 	return s
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
+// Tail keeps the last Max bytes written to it.
+type Tail struct {
 	mu  sync.Mutex
-	max int
+	Max int
 	buf []byte
 }
 
-func (t *tail) Write(p []byte) (int, error) {
+func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
+	if over := len(t.buf) - t.Max; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tail) String() string {
+func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)

@@ -46,7 +46,7 @@ type agentProcess struct {
 	cmd        *exec.Cmd
 	stdout     *os.File
 	stderrR    *os.File
-	stderr     *tail         // the end of stderr, kept for the run's result
+	stderr     *Tail         // the end of stderr, kept for the run's result
 	stderrDone chan struct{} // closed when stderr has been read to its end
 	exited     chan struct{} // closed when the process has exited
 	waitErr    error         // its exit error, once exited is closed
@@ -74,7 +74,7 @@ func startAgent(cmd *exec.Cmd, runAs *syscall.Credential, onStart func(pid int))
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = w, errW
-	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &tail{max: maxStderr},
+	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &Tail{Max: maxStderr},
 		stderrDone: make(chan struct{}), exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {

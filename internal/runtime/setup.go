@@ -96,21 +96,25 @@ func skillsDirIfAny(s *factory.RunSetup) string {
 	return factory.SkillsDirInWorkspace
 }
 
-// setupOutputLimit bounds what a setup command's output keeps for the
+// SetupOutputLimit bounds what a setup command's output keeps for the
 // run's status message.
-const setupOutputLimit = 2 << 10
+const SetupOutputLimit = 2 << 10
 
-// runSetup runs the runner's setup commands in the workspace, in order,
-// each with sh -c, in the agent's environment and as the agent's user,
-// before the agent's first turn. The first that fails (or outlives the
-// environment's timeout) ends the run FAILED, environment_setup_failed,
-// with the end of its output. Output goes to setup.log beside the
-// workspace.
+// runSetup runs the runner's setup commands before the agent's first turn
+// (RunSetup), with their output in setup.log beside the workspace.
 func (m *Manager) runSetup(ctx context.Context, r *factory.Run, t Turn, events func(Event)) (Result, bool) {
 	if r.Setup == nil || len(r.Setup.SetupCommands) == 0 {
 		return Result{}, true
 	}
-	logPath := filepath.Join(filepath.Dir(t.Workspace), "setup.log")
+	return RunSetup(ctx, r.Setup.SetupCommands, r.Setup.Runner, t, filepath.Join(filepath.Dir(t.Workspace), "setup.log"), events)
+}
+
+// RunSetup runs a runner's setup commands in the turn's workspace, in
+// order, each with sh -c, in the agent's environment and as the agent's
+// user. The first that fails (or outlives the turn's timeout) ends the run
+// FAILED, environment_setup_failed, with the end of its output (SetupFailed).
+// Output goes to logPath. ok is true when every command succeeded.
+func RunSetup(ctx context.Context, commands []string, runner string, t Turn, logPath string, events func(Event)) (Result, bool) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return Result{State: factory.StateError, Message: "setup log: " + err.Error()}, false
@@ -121,9 +125,9 @@ func (m *Manager) runSetup(ctx context.Context, r *factory.Run, t Turn, events f
 		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
 	}
-	for i, command := range r.Setup.SetupCommands {
-		events(Event{Time: time.Now().UTC(), Message: fmt.Sprintf("setup %d/%d: %s", i+1, len(r.Setup.SetupCommands), command)})
-		out := &tail{max: setupOutputLimit}
+	for i, command := range commands {
+		events(Event{Time: time.Now().UTC(), Message: SetupMessage(i, commands)})
+		out := &Tail{Max: SetupOutputLimit}
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 		cmd.Dir, cmd.Env = t.Workspace, agentEnv(t, "FACTORY_RUN_ID="+t.RunID)
 		cmd.Stdout = io.MultiWriter(logFile, out)
@@ -145,13 +149,24 @@ func (m *Manager) runSetup(ctx context.Context, r *factory.Run, t Turn, events f
 		case errors.As(err, &exit):
 			why = fmt.Sprintf("exited with status %d", exit.ExitCode())
 		}
-		msg := fmt.Sprintf("setup command %d of runner %s (%s) %s", i+1, r.Setup.Runner, command, why)
-		if o := strings.TrimSpace(out.String()); o != "" {
-			msg += ": " + o
-		}
-		return Result{State: factory.StateFailed, Message: msg, Code: CodeEnvironmentSetupFailed}, false
+		return SetupFailed(i, command, runner, why, out.String()), false
 	}
 	return Result{}, true
+}
+
+// SetupMessage is the status message of a run's setup command i.
+func SetupMessage(i int, commands []string) string {
+	return fmt.Sprintf("setup %d/%d: %s", i+1, len(commands), commands[i])
+}
+
+// SetupFailed is how a run ends when its runner's setup command i failed:
+// why, and the end of what it printed.
+func SetupFailed(i int, command, runner, why, output string) Result {
+	msg := fmt.Sprintf("setup command %d of runner %s (%s) %s", i+1, runner, command, why)
+	if o := strings.TrimSpace(output); o != "" {
+		msg += ": " + o
+	}
+	return Result{State: factory.StateFailed, Message: msg, Code: CodeEnvironmentSetupFailed}
 }
 
 // CodeSecretUnavailable is the error code of a run whose granted secret

@@ -9,13 +9,13 @@ import (
 	"factory"
 )
 
-// supervise waits for a turn to end, for every executor alike. The agent
+// Supervise waits for a turn to end, for every executor alike. The agent
 // ends it (ended is closed; finish says how), or the turn is stopped: the
 // run is cancelled (ctx), the environment's timeout passes, or the agent
 // is quiet for the idle timeout (activity resets it), or interrupted
 // (the turn ends BLOCKED). stop asks the agent
 // to end and makes sure it has; its result is the turn's.
-func supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-chan struct{},
+func Supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-chan struct{},
 	finish func() Result, stop func(state factory.RunState, msg string) Result) Result {
 	var total <-chan time.Time
 	if t.Timeout > 0 {
