@@ -28,7 +28,8 @@ func TestDependencies(t *testing.T) {
 	}
 	// The heavy dependencies each stay in their room: the store, the git
 	// source (and its test helper), the watcher, the runtime's client side
-	// of ACP (and the demo agent's agent side), the schema validator.
+	// of ACP (and the demo agent's agent side), the schema validator, NATS,
+	// the Docker client.
 	rooms := map[string][]string{
 		"github.com/cockroachdb/pebble":            {"factory/internal/store"},
 		"github.com/go-git/go-git/v5":              {"factory/internal/reconciler/gitsource", "factory/internal/reconciler/gitsource/gittest"},
@@ -38,6 +39,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/nats-io/nats-server/v2/server": {"factory/internal/workers"},
 		"github.com/nats-io/nats.go":               {"factory/internal/workers"},
 		"github.com/nats-io/nats.go/jetstream":     {"factory/internal/workers"},
+		"github.com/moby/moby/client":              {"factory/internal/docker", "factory/internal/docker/dockertest"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {

@@ -79,19 +79,27 @@ func (cp *controlPlane) close() {
 }
 
 func (a *app) workerCmd() *cobra.Command {
-	var credsFile, id, natsURL string
-	var maxRuns int
+	var credsFile string
+	var o workers.WorkerOptions
 	cmd := &cobra.Command{
-		Use:   "worker --creds FILE [--id NAME] [--max-runs N]",
+		Use:   "worker --creds FILE [--id NAME] [--max-runs N] [--backend direct|docker]",
 		Short: "Claim runs from a control plane's queue and run them on this machine",
 		Long: `A worker connects to the control plane's NATS server with the credentials that
 factory workers create printed, claims runs (at most --max-runs at once), runs each in a
 workspace under --data, and reports their events back. A run that named this worker's
 --id (a follow-up of a run it ran) comes to it; any other comes to whichever worker is free.
 
+With --backend docker, each run executes in a container of its own, through the Docker
+Engine API (DOCKER_HOST, else the daemon's default socket): the image is the run's runner's
+platform.linux.dockerImage (else --docker-image), its CPU and memory limits the runner's
+instanceShape, the runner's setupCommands run inside it first, and the run's folder is
+mounted at /factory (the workspace at /factory/workspace). The agent runs as the worker's
+user and sees its own environment only. The host's network is never offered.
+
 SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have ended.`,
 		Example: `  factory workers create builder-1 > builder-1.creds     # on the control plane
-  factory worker --creds builder-1.creds --max-runs 4 --data /var/lib/factory-worker`,
+  factory worker --creds builder-1.creds --max-runs 4 --data /var/lib/factory-worker
+  factory worker --creds builder-1.creds --backend docker --docker-image debian:12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(credsFile)
@@ -102,27 +110,30 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
 			if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
 				return fmt.Errorf("%s: not a credentials file of factory workers create", credsFile)
 			}
-			if id == "" {
-				id = c.User
+			if o.ID == "" {
+				o.ID = c.User
 			}
-			if natsURL == "" {
-				natsURL = c.URL
+			if o.NATS == "" {
+				o.NATS = c.URL
 			}
-			return a.runWorker(cmd.Context(), c.Credentials, natsURL, id, maxRuns)
+			return a.runWorker(cmd.Context(), c.Credentials, o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&credsFile, "creds", "", "the credentials file factory workers create printed")
-	f.StringVar(&id, "id", "", "this worker's name (default: the credentials' user)")
-	f.StringVar(&natsURL, "nats", "", "the control plane's NATS URL (default: the one in the credentials file)")
-	f.IntVar(&maxRuns, "max-runs", 4, "how many runs at once")
+	f.StringVar(&o.ID, "id", "", "this worker's name (default: the credentials' user)")
+	f.StringVar(&o.NATS, "nats", "", "the control plane's NATS URL (default: the one in the credentials file)")
+	f.IntVar(&o.MaxRuns, "max-runs", 4, "how many runs at once")
+	f.StringVar(&o.Backend, "backend", workers.BackendDirect, "direct (a process group per run) or docker (a container per run)")
+	f.StringVar(&o.DockerNetwork, "docker-network", "", "with --backend docker: the containers' network (default: the daemon's bridge; none for no network)")
+	f.StringVar(&o.DockerImage, "docker-image", "", "with --backend docker: the image of runs whose runner names no dockerImage")
 	_ = cmd.MarkFlagRequired("creds")
 	return cmd
 }
 
-func (a *app) runWorker(ctx context.Context, c workers.Credentials, natsURL, id string, maxRuns int) error {
-	if id != c.User {
-		return fmt.Errorf("--id %s: the credentials are worker %s's", id, c.User)
+func (a *app) runWorker(ctx context.Context, c workers.Credentials, o workers.WorkerOptions) error {
+	if o.ID != c.User {
+		return fmt.Errorf("--id %s: the credentials are worker %s's", o.ID, c.User)
 	}
 	log, err := newLogger(a.stderr, "text", "info")
 	if err != nil {
@@ -130,11 +141,10 @@ func (a *app) runWorker(ctx context.Context, c workers.Credentials, natsURL, id 
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	dir, err := filepath.Abs(a.dataDir())
-	if err != nil {
+	if o.Dir, err = filepath.Abs(a.dataDir()); err != nil {
 		return err
 	}
-	return workers.RunWorker(ctx, c, natsURL, id, maxRuns, dir, log)
+	return workers.RunWorker(ctx, c, o, log)
 }
 
 func (a *app) workersCmd() *cobra.Command {

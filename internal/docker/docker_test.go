@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,62 +14,23 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/docker/dockertest"
 	"factory/internal/runtime"
 
 	"github.com/moby/moby/client"
 )
 
-// TestImage is the image the tests run: busybox, imported from this
-// machine's static busybox (no registry is needed).
-const TestImage = "factory-test/busybox:1"
-
-// Daemon connects to the Docker daemon of the environment and imports the
-// test image, or skips the test saying why it cannot.
+// Daemon opens the backend on the environment's Docker daemon, or skips
+// the test saying why it cannot.
 func Daemon(t testing.TB, worker string) *Backend {
 	t.Helper()
+	dockertest.Need(t)
 	b, err := Open(context.Background(), worker, "none", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
-		t.Skipf("the docker backend's tests need a Docker daemon (make test starts one where it can, as root with apt-get): %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	if err := ImportBusybox(context.Background(), b.cli, TestImage); err != nil {
-		t.Skipf("the docker backend's tests need a static busybox to build their image (apt-get install busybox-static): %v", err)
-	}
 	return b
-}
-
-// ImportBusybox makes an image of one static busybox and its applets' links.
-func ImportBusybox(ctx context.Context, cli *client.Client, ref string) error {
-	if _, err := cli.ImageInspect(ctx, ref); err == nil {
-		return nil
-	}
-	bin, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		return err
-	}
-	if out, err := exec.Command("file", "-L", "/bin/busybox").Output(); err == nil && strings.Contains(string(out), "dynamically") {
-		return errors.New("/bin/busybox is linked dynamically")
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"bin/", "tmp/", "etc/"} {
-		_ = tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777})
-	}
-	_ = tw.WriteHeader(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin))})
-	_, _ = tw.Write(bin)
-	for _, applet := range []string{"sh", "cat", "echo", "env", "sleep", "mkdir", "printf", "ls", "grep", "true", "false"} {
-		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox"})
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	_, err = io.Copy(io.Discard, res)
-	return err
 }
 
 // runDir lays a run's folder out as a worker does.
@@ -95,8 +54,12 @@ type recorder struct {
 	msgs []string
 }
 
-func (r *recorder) event(e runtime.Event) { r.mu.Lock(); r.msgs = append(r.msgs, e.Message); r.mu.Unlock() }
-func (r *recorder) all() string          { r.mu.Lock(); defer r.mu.Unlock(); return strings.Join(r.msgs, "\n") }
+func (r *recorder) event(e runtime.Event) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, e.Message)
+	r.mu.Unlock()
+}
+func (r *recorder) all() string { r.mu.Lock(); defer r.mu.Unlock(); return strings.Join(r.msgs, "\n") }
 
 // TestContainerTurns runs a run's turns in its container: the setup
 // commands inside it, then the agent, with the runner's limits, the
@@ -108,7 +71,7 @@ func TestContainerTurns(t *testing.T) {
 	dir, turn := runDir(t, "the prompt, with 'quotes' and $dollars")
 	turn.Env = []string{"GRANTED=it's granted", "bad name=skipped"}
 	agent := []string{"/bin/sh", "-c", `cat; echo; echo "marker: $(cat /opt/marker)"; echo "followup: $FACTORY_FOLLOWUP"; env > "$FACTORY_OUTPUT_DIR/env.txt"; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null; echo to-stderr >&2`}
-	ct := Turn{Turn: turn, Dir: dir, Command: agent, Image: TestImage, Shape: &factory.InstanceShape{VCPUs: 1, MemoryGB: 1},
+	ct := Turn{Turn: turn, Dir: dir, Command: agent, Image: dockertest.Image, Shape: &factory.InstanceShape{VCPUs: 1, MemoryGB: 1},
 		Setup: []string{"mkdir -p /opt && echo installed > /opt/marker", "echo setup output; true"}, Runner: "linux"}
 	var rec recorder
 	res := b.Run(context.Background(), ct, rec.event)
@@ -196,7 +159,7 @@ func TestContainerEnds(t *testing.T) {
 			if tc.timeout > 0 {
 				turn.Timeout = tc.timeout
 			}
-			ct := Turn{Turn: turn, Dir: dir, Command: []string{"/bin/sh", "-c", tc.command}, Image: TestImage, Setup: tc.setup, Runner: "linux"}
+			ct := Turn{Turn: turn, Dir: dir, Command: []string{"/bin/sh", "-c", tc.command}, Image: dockertest.Image, Setup: tc.setup, Runner: "linux"}
 			switch tc.image {
 			case "-":
 				ct.Image = ""
@@ -230,7 +193,7 @@ func TestOpen(t *testing.T) {
 	}
 	b := Daemon(t, "test-open")
 	dir, turn := runDir(t, "p")
-	if res := b.Run(context.Background(), Turn{Turn: turn, Dir: dir, Command: []string{"true"}, Image: TestImage}, func(runtime.Event) {}); res.State != factory.StateSucceeded {
+	if res := b.Run(context.Background(), Turn{Turn: turn, Dir: dir, Command: []string{"true"}, Image: dockertest.Image}, func(runtime.Event) {}); res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
 	b.Close()

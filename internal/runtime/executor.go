@@ -40,6 +40,12 @@ type Turn struct {
 	// WorkerHost, when the run names one, is the worker it must run on
 	// (an executor that runs turns on workers routes by it).
 	WorkerHost string
+	// Setup, for an executor whose turns run elsewhere (a Resumer), is
+	// the run's setup: its skills' files and, when SetupNow (the run's
+	// first turn), its runner's setup commands run there, where the
+	// workspace is; its image and shape size a container there.
+	Setup    *factory.RunSetup
+	SetupNow bool
 }
 
 // Event is something the agent reported during a turn: a status message.

@@ -650,6 +650,11 @@ func (m *Manager) prepareTurn(ctx context.Context, r *factory.Run, turn *Turn, e
 	if r.Setup != nil {
 		turn.MCPServers = r.Setup.MCPServers
 	}
+	if _, remote := env.Executor.(Resumer); remote {
+		// The workspace is the worker's: the setup runs there.
+		turn.Setup, turn.SetupNow = r.Setup, firstTurn
+		return Result{}, true
+	}
 	if !firstTurn {
 		return Result{}, true
 	}

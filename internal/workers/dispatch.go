@@ -33,6 +33,15 @@ type Assignment struct {
 	Timeout     time.Duration     `json:"timeout,omitempty"`
 	Attachments map[string][]byte `json:"attachments,omitempty"`
 	Lease       time.Duration     `json:"lease"`
+	// Files are the run's skills' files, by path in the workspace.
+	Files map[string][]byte `json:"files,omitempty"`
+	// Setup are the runner's setup commands, run on the worker before the
+	// run's first turn; Runner names the runner, Image and Shape are its
+	// container's (the docker backend's).
+	Setup  []string               `json:"setup,omitempty"`
+	Runner string                 `json:"runner,omitempty"`
+	Image  string                 `json:"image,omitempty"`
+	Shape  *factory.InstanceShape `json:"shape,omitempty"`
 }
 
 // Event is what a worker reports of a turn: claimed (it took it),
@@ -380,6 +389,9 @@ func assignment(t runtime.Turn, command []string, lease time.Duration) (*Assignm
 	}
 	a := &Assignment{RunID: t.RunID, Attempt: factory.NewUID("at_"), Command: command, Prompt: prompt, FollowUp: t.FollowUp,
 		Env: t.Env, IdleTimeout: t.IdleTimeout, Timeout: t.Timeout, Lease: lease, Attachments: map[string][]byte{}}
+	if err := withSetup(a, t); err != nil {
+		return nil, err
+	}
 	entries, _ := os.ReadDir(t.AttachmentsDir)
 	for _, en := range entries {
 		if en.Type().IsRegular() {
@@ -391,4 +403,35 @@ func assignment(t runtime.Turn, command []string, lease time.Duration) (*Assignm
 		}
 	}
 	return a, nil
+}
+
+// withSetup adds the run's setup to its assignment: the skills' files (as
+// laid out in the control plane's workspace), the runner's image and
+// shape, and its setup commands on the run's first turn.
+func withSetup(a *Assignment, t runtime.Turn) error {
+	s := t.Setup
+	if s == nil {
+		return nil
+	}
+	a.Runner, a.Image, a.Shape = s.Runner, s.DockerImage, s.InstanceShape
+	if t.SetupNow {
+		a.Setup = s.SetupCommands
+	}
+	if len(s.Files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(t.Workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	a.Files = map[string][]byte{}
+	for _, p := range s.Files {
+		b, err := root.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("skill file %s: %w", p, err)
+		}
+		a.Files[p] = b
+	}
+	return nil
 }

@@ -82,6 +82,12 @@ type cluster struct {
 // (30 s when the prompt says "slow"), with workers only elsewhere.
 func controlPlane(t testing.TB, lease time.Duration, extra ...string) *cluster {
 	t.Helper()
+	return controlPlaneWith(t, lease, "", extra...)
+}
+
+// controlPlaneWith is controlPlane with more of serve's configuration.
+func controlPlaneWith(t testing.TB, lease time.Duration, more string, extra ...string) *cluster {
+	t.Helper()
 	dir := t.TempDir()
 	listen := freeAddr(t)
 	config := fmt.Sprintf(`listen: %s
@@ -92,7 +98,7 @@ environments:
   sh:
     executor: exec
     command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
-`, listen)
+`, listen) + more
 	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +123,13 @@ environments:
 }
 
 // worker registers a worker and starts it.
-func (cl *cluster) worker(t testing.TB, name string, maxRuns int) *proc {
+func (cl *cluster) worker(t testing.TB, name string, maxRuns int, flags ...string) *proc {
+	t.Helper()
+	return cl.workerIn(t, name, filepath.Join(t.TempDir(), name), maxRuns, flags...)
+}
+
+// workerIn is worker with its data directory.
+func (cl *cluster) workerIn(t testing.TB, name, data string, maxRuns int, flags ...string) *proc {
 	t.Helper()
 	var creds json.RawMessage
 	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"`+name+`"}`), &creds); err != nil {
@@ -127,7 +139,7 @@ func (cl *cluster) worker(t testing.TB, name string, maxRuns int) *proc {
 	if err := os.WriteFile(file, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return start(t, name, "--data", filepath.Join(t.TempDir(), name), "worker", "--creds", file, "--max-runs", fmt.Sprint(maxRuns))
+	return start(t, name, append([]string{"--data", data, "worker", "--creds", file, "--max-runs", fmt.Sprint(maxRuns)}, flags...)...)
 }
 
 func (cl *cluster) create(t testing.TB, prompt string) string {

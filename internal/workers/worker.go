@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"factory"
+	"factory/internal/docker"
 	"factory/internal/runtime"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +30,10 @@ type Worker struct {
 	MaxRuns int
 	Dir     string
 	Log     *slog.Logger
+	// Docker, when set, runs each run in a container (the docker
+	// backend); DockerImage is the image of runs whose runner names none.
+	Docker      *docker.Backend
+	DockerImage string
 	// AbandonOnStop stops the turns it holds when ctx ends, instead of
 	// letting them finish: the control plane's in-process worker, which
 	// stops with its server (the runs then end ERROR, retryable, as a
@@ -208,18 +215,48 @@ func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
 	}
 }
 
-// execute runs the turn in the run's workspace on this machine.
+// execute lays the turn's workspace out on this machine and runs the turn
+// with the worker's backend: a container (docker) or a process group
+// (direct).
 func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, map[string][]byte) {
 	base := filepath.Join(w.Dir, "runs", a.RunID)
 	ws, out := filepath.Join(base, "workspace"), filepath.Join(base, "output")
 	att := filepath.Join(ws, "attachments")
+	if err := layOut(ws, out, att, a); err != nil {
+		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+	}
+	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
+		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout}
+	events := func(e runtime.Event) {
+		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
+	}
+	if w.Docker != nil {
+		image := a.Image
+		if image == "" {
+			image = w.DockerImage
+		}
+		ct := docker.Turn{Turn: turn, Dir: base, Command: a.Command, Image: image, Shape: a.Shape, Setup: a.Setup, Runner: a.Runner}
+		return w.Docker.Run(ctx, ct, events), outputs(out)
+	}
+	if len(a.Setup) > 0 {
+		if res, ok := runtime.RunSetup(ctx, a.Setup, a.Runner, turn, filepath.Join(base, "setup.log"), events); !ok {
+			return res, outputs(out)
+		}
+	}
+	return (&runtime.ExecExecutor{Command: a.Command}).Run(ctx, turn, events), outputs(out)
+}
+
+// layOut writes the assignment's prompt, attachments and skills' files
+// into the run's workspace; a name that would leave its folder is
+// skipped.
+func layOut(ws, out, att string, a *Assignment) error {
 	for _, d := range []string{ws, out, att} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+			return err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), a.Prompt, 0o600); err != nil {
-		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+		return err
 	}
 	for name, b := range a.Attachments {
 		if runtime.CheckAttachmentName(name) != nil {
@@ -227,13 +264,26 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, ma
 		}
 		_ = os.WriteFile(filepath.Join(att, name), b, 0o600)
 	}
-	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
-		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout}
-	ex := &runtime.ExecExecutor{Command: a.Command}
-	res := ex.Run(ctx, turn, func(e runtime.Event) {
-		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
-	})
-	return res, outputs(out)
+	if len(a.Files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for p, b := range a.Files {
+		if !filepath.IsLocal(p) || !strings.HasPrefix(path.Clean(p), factory.SkillsDirInWorkspace+"/") {
+			continue
+		}
+		if err := root.MkdirAll(path.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := root.WriteFile(p, b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outputs are the files the agent left in its output folder, up to

@@ -1,0 +1,73 @@
+// Package dockertest gives tests a Docker daemon and an image to run, or
+// skips them saying why there is none.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// Image is the image the tests run: busybox, made from this machine's
+// static busybox (no registry is needed).
+const Image = "factory-test/busybox:1"
+
+// Need skips the test unless a Docker daemon answers (DOCKER_HOST, else its
+// default socket) and holds Image, which it imports when missing.
+func Need(t testing.TB) {
+	t.Helper()
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Skipf("the docker backend's tests need a Docker daemon: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		t.Skipf("the docker backend's tests need a Docker daemon (make test starts one where it can: as root, with apt-get): none answers at %s: %v", cli.DaemonHost(), err)
+	}
+	if err := importBusybox(ctx, cli); err != nil {
+		t.Skipf("the docker backend's tests need a static busybox to make their image (apt-get install busybox-static): %v", err)
+	}
+}
+
+// importBusybox makes Image of one static busybox and its applets' links.
+func importBusybox(ctx context.Context, cli *client.Client) error {
+	if _, err := cli.ImageInspect(ctx, Image); err == nil {
+		return nil
+	}
+	bin, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(bin, []byte("/lib64/ld-linux")) || bytes.Contains(bin, []byte("/lib/ld-linux")) {
+		return errors.New("/bin/busybox is linked dynamically")
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"bin/", "tmp/", "etc/"} {
+		_ = tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777})
+	}
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin))})
+	_, _ = tw.Write(bin)
+	for _, applet := range []string{"sh", "cat", "echo", "env", "sleep", "mkdir", "printf", "ls", "grep", "test", "true", "false"} {
+		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox"})
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, Image, client.ImageImportOptions{})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	_, err = io.Copy(io.Discard, res)
+	return err
+}

@@ -1,0 +1,107 @@
+package workers_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"factory"
+	"factory/client"
+	"factory/internal/docker/dockertest"
+)
+
+// TestDockerWorker: a worker with the docker backend runs a factory's run
+// in a container of its runner's image, sized by its instance shape: the
+// skills laid out in the workspace, the runner's setup commands inside
+// the container first, then the agent, its output sent back; a follow-up
+// comes back to the same worker and container.
+func TestDockerWorker(t *testing.T) {
+	dockertest.Need(t)
+	testSetupOnWorker(t, "docker", "/factory/workspace")
+}
+
+// TestSetupOnWorker: with the direct backend too, a run's skills and its
+// runner's setup commands reach the worker, where its workspace is.
+func TestSetupOnWorker(t *testing.T) {
+	testSetupOnWorker(t, "direct", "")
+}
+
+func testSetupOnWorker(t *testing.T, backend, workspace string) {
+	tree := t.TempDir()
+	for name, content := range map[string]string{
+		"factory.yaml":          "schemaVersion: v1alpha1\nname: Boxed\nrepositories:\n  - owner: acme\n    name: api\nagentDefaults:\n  model: fast-model\n  runner: box\n",
+		"agents/lead/agent.md":  "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"skills/house/SKILL.md": "---\nname: house\ndescription: Style.\n---\nBe brief.\n",
+		"runners/box.yaml": "setupCommands:\n  - echo prepared > prepared.txt\n  - test -f .agents/skills/house/SKILL.md\n" +
+			"instanceShape: {vcpus: 1, memoryGb: 1}\nplatform:\n  linux:\n    dockerImage: " + dockertest.Image + "\n",
+	} {
+		p := filepath.Join(tree, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := controlPlaneWith(t, 2*time.Second, "factories:\n  - name: boxed\n    source: "+tree+"\n")
+	data := filepath.Join(t.TempDir(), "boxer")
+	w := cl.workerIn(t, "boxer", data, 2, "--backend", backend, "--docker-network", "none")
+
+	var list struct {
+		Factories []factory.FactoryObject `json:"factories"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(list.Factories) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_ = cl.c.Do(context.Background(), "GET", "/v1/factory", nil, &list)
+	}
+	if len(list.Factories) == 0 {
+		t.Fatal("the factory was not applied")
+	}
+	var created struct {
+		RunID string `json:"run_id"`
+	}
+	if err := cl.c.Do(context.Background(), "POST", "/v1/factory/"+list.Factories[0].UID+"/runs", strings.NewReader(`{"prompt":"Ship it."}`), &created); err != nil {
+		t.Fatal(err)
+	}
+	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != "boxer" {
+		t.Fatalf("%s (%s) on %+v", r.State, statusOf(r), r.Executor)
+	}
+	run := filepath.Join(data, "runs", created.RunID)
+	if workspace == "" {
+		workspace = filepath.Join(run, "workspace")
+	}
+	where, _ := os.ReadFile(filepath.Join(run, "output", "where.txt"))
+	prepared, _ := os.ReadFile(filepath.Join(run, "workspace", "prepared.txt"))
+	if strings.TrimSpace(string(where)) != workspace || strings.TrimSpace(string(prepared)) != "prepared" {
+		t.Fatalf("the agent ran in %q; the setup left %q", where, prepared)
+	}
+	if !strings.Contains(w.log(), "backend="+backend) {
+		t.Fatalf("the worker's log:\n%s", w.log())
+	}
+
+	// A follow-up: the same worker, the same container; the setup is
+	// not run again.
+	_ = os.Remove(filepath.Join(run, "workspace", "prepared.txt"))
+	if err := cl.c.Do(context.Background(), "POST", "/v1/agent/runs/"+created.RunID+"/followups", strings.NewReader(`{"message":"Again."}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	r = cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool {
+		return r.State.Terminal() && strings.Count(w.log(), "run ended") == 2
+	})
+	if r.State != factory.StateSucceeded || r.Executor.UID != "boxer" {
+		t.Fatalf("follow-up: %s (%s) on %+v", r.State, statusOf(r), r.Executor)
+	}
+	if _, err := os.Stat(filepath.Join(run, "workspace", "prepared.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the setup ran again on a follow-up: %v", err)
+	}
+}
+
+func statusOf(r *client.Run) string {
+	if r.StatusMessage == nil {
+		return ""
+	}
+	return r.StatusMessage.Message
+}
