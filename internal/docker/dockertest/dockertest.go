@@ -7,11 +7,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -35,6 +38,39 @@ func Need(t testing.TB) {
 	}
 	if err := importBusybox(ctx, cli); err != nil {
 		t.Skipf("the docker backend's tests need a static busybox to make their image (apt-get install busybox-static): %v", err)
+	}
+	once.Do(func() { runs = canRun(ctx, cli) })
+	if runs != nil {
+		t.Skipf("the Docker daemon at %s answers but cannot run a container on this machine: %v", cli.DaemonHost(), runs)
+	}
+}
+
+var (
+	once sync.Once
+	runs error // why the daemon cannot run a container, or nil
+)
+
+// canRun runs true in a container of Image: a daemon that answers may
+// still be unable to (no cgroups, no mounts where it runs).
+func canRun(ctx context.Context, cli *client.Client) error {
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: Image, Cmd: []string{"true"}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"}})
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	wait := cli.ContainerWait(ctx, c.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+		return err
+	}
+	select {
+	case r := <-wait.Result:
+		if r.StatusCode != 0 {
+			return fmt.Errorf("true exited with status %d", r.StatusCode)
+		}
+		return nil
+	case err := <-wait.Error:
+		return err
 	}
 }
 
