@@ -45,26 +45,37 @@ func BuildConversation(r *Run, events []*RunEvent) Conversation {
 			cur.Messages = append(cur.Messages, ConversationMessage{Role: role, Kind: kind, Text: text, OccurredAt: at})
 		}
 	}
+	// A turn on a worker opens when it is handed over (dispatched), and
+	// starts when its agent does; a turn here opens as it starts.
+	dispatched := false
 	for _, e := range events {
 		switch e.Kind {
 		case "created":
 			c.Turns = append(c.Turns, ConversationTurn{Index: 1, Prompt: r.Prompt, Messages: []ConversationMessage{}})
 			cur = &c.Turns[len(c.Turns)-1]
 			add("user", "prompt", r.Prompt, e.Time)
-		case "started":
-			if cur == nil || cur.StartedAt != nil {
+		case "dispatched", "started":
+			if e.Kind == "started" && dispatched {
+				at := e.Time
+				cur.StartedAt, dispatched = &at, false
+				continue
+			}
+			if cur == nil || cur.StartedAt != nil || cur.EndedAt != nil {
 				c.Turns = append(c.Turns, ConversationTurn{Index: len(c.Turns) + 1, Prompt: e.Message, Messages: []ConversationMessage{}})
 				cur = &c.Turns[len(c.Turns)-1]
 				if e.Message != "" {
 					add("user", "followup", e.Message, e.Time)
 				}
 			}
-			at := e.Time
-			cur.StartedAt = &at
+			if dispatched = e.Kind == "dispatched"; !dispatched {
+				at := e.Time
+				cur.StartedAt = &at
+			}
 		case "message":
 			role, kind, text := messageRole(e.Message)
 			add(role, kind, text, e.Time)
 		case "finished":
+			dispatched = false
 			if cur != nil {
 				at := e.Time
 				cur.EndedAt, cur.State = &at, e.State

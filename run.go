@@ -406,12 +406,15 @@ type TimelineEvent struct {
 
 // Timeline is a run's events as the current SDKs read them: the product's
 // event types for the run's own milestones (oz_run_created,
-// agent_started, oz_run_done, oz_run_failed, oz_run_errored,
+// oz_run_claimed, agent_started, oz_run_done, oz_run_failed, oz_run_errored,
 // oz_run_cancelled, oz_run_blocked), this server's for the rest
 // (status_message, followup), each with its detail in payload.
 func Timeline(runID string, events []*RunEvent) []TimelineEvent {
 	out := make([]TimelineEvent, 0, len(events))
 	for i, e := range events {
+		if e.Kind == "dispatched" {
+			continue // the server's own step: the turn handed to a worker's queue
+		}
 		te := TimelineEvent{EventType: eventType(e), EventUUID: eventUUID(runID, i), OccurredAt: e.Time, RunID: runID, RunEvent: *e}
 		te.Payload = map[string]any{}
 		if e.Message != "" {
@@ -432,6 +435,8 @@ func eventType(e *RunEvent) string {
 	switch e.Kind {
 	case "created":
 		return "oz_run_created"
+	case "claimed":
+		return "oz_run_claimed"
 	case "started":
 		return "agent_started"
 	case "message":
@@ -463,7 +468,7 @@ func eventType(e *RunEvent) string {
 
 // TimelineEventTypes are every event type a timeline can hold: the names
 // of a run's event stream's events.
-var TimelineEventTypes = []string{"oz_run_created", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
+var TimelineEventTypes = []string{"oz_run_created", "oz_run_claimed", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
 	"artifact_problem", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
 
 // messageEventTypes are the event types of status messages by prefix.

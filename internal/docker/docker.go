@@ -121,6 +121,8 @@ type Turn struct {
 	// container (a run's first turn only), Runner its name.
 	Setup  []string
 	Runner string
+
+	marker string // the line the script prints as the agent starts
 }
 
 // Run runs one turn: in the run's container, created on its first turn
@@ -134,6 +136,7 @@ func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) r
 	if len(t.Command) == 0 {
 		return runtime.Result{State: factory.StateError, Message: "the environment has no command"}
 	}
+	t.marker = "factory: agent starting " + factory.NewUID("") // unguessable: the agent cannot print it first
 	if err := b.writeTurn(t); err != nil {
 		return runtime.Result{State: factory.StateError, Message: "the turn's script: " + err.Error()}
 	}
@@ -210,7 +213,7 @@ func (b *Backend) start(ctx context.Context, t Turn, id string, events func(runt
 	stdoutR, stdoutW := io.Pipe()
 	stderr := &runtime.Tail{Max: runtime.MaxStderr}
 	activity, lines := make(chan struct{}, 1), make(chan struct{})
-	go func() { defer close(lines); runtime.StatusLines(stdoutR, events, activity) }()
+	go func() { defer close(lines); runtime.StatusLines(stdoutR, startedBy(t, events), activity) }()
 	go func() { _, err := stdcopy.StdCopy(stdoutW, stderr, att.Reader); stdoutW.CloseWithError(err) }()
 	wait := b.cli.ContainerWait(bg, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 	if _, err := b.cli.ContainerStart(bg, id, client.ContainerStartOptions{}); err != nil {
@@ -252,6 +255,23 @@ func (b *Backend) start(ctx context.Context, t Turn, id string, events func(runt
 		return runtime.Result{State: state, Message: msg, Stderr: stderr.String()}
 	}
 	return runtime.Supervise(ctx, t.Turn, activity, exited, finish, stop)
+}
+
+// startedBy passes the container's status lines on, but for the line the
+// turn's script prints as the agent starts (after the setup): that one
+// tells the turn's Started, once.
+func startedBy(t Turn, events func(runtime.Event)) func(runtime.Event) {
+	told := false
+	return func(e runtime.Event) {
+		if !told && e.Message == t.marker {
+			told = true
+			if t.Started != nil {
+				t.Started(0) // the container's process is the daemon's: no PID here
+			}
+			return
+		}
+		events(e)
+	}
 }
 
 // kill signals the agent: SIGINT for an interrupt (as a terminal's
@@ -327,6 +347,7 @@ func (b *Backend) writeTurn(t Turn) error {
 		fmt.Fprintf(&sh, "/bin/sh -c %s </dev/null >>%s/%s 2>&1\n", Quote(c), RunDir, setupLog)
 		fmt.Fprintf(&sh, "s=$?; if [ $s -ne 0 ]; then echo \"%d $s\" >%s/%s; exit %d; fi\n", i, RunDir, setupStatus, setupFailure)
 	}
+	fmt.Fprintf(&sh, "printf '%%s\\n' %s\n", Quote(t.marker))
 	sh.WriteString("exec")
 	for _, a := range t.Command {
 		sh.WriteString(" " + Quote(a))

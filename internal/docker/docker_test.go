@@ -74,6 +74,13 @@ func TestContainerTurns(t *testing.T) {
 	ct := Turn{Turn: turn, Dir: dir, Command: agent, Image: dockertest.Image, Shape: &factory.InstanceShape{VCPUs: 1, MemoryGB: 1},
 		Setup: []string{"mkdir -p /opt && echo installed > /opt/marker", "echo setup output; true"}, Runner: "linux"}
 	var rec recorder
+	started := 0
+	ct.Turn.Started = func(int) {
+		if ct.Setup != nil && !strings.Contains(rec.all(), "setup 2/2") {
+			t.Errorf("the agent started before the setup ended: %q", rec.all())
+		}
+		started++
+	}
 	res := b.Run(context.Background(), ct, rec.event)
 	if res.State != factory.StateSucceeded {
 		t.Fatalf("first turn: %+v", res)
@@ -84,6 +91,9 @@ func TestContainerTurns(t *testing.T) {
 		if !strings.Contains(msgs, want) {
 			t.Errorf("the turn's messages lack %q:\n%s", want, msgs)
 		}
+	}
+	if started != 1 || strings.Contains(msgs, "agent starting") {
+		t.Errorf("the agent's start was told %d times; messages %q", started, msgs)
 	}
 	if !strings.Contains(res.Stderr, "to-stderr") || strings.Contains(msgs, "to-stderr") {
 		t.Errorf("stderr %q; messages %q", res.Stderr, msgs)

@@ -46,13 +46,27 @@ type Turn struct {
 	// workspace is; its image and shape size a container there.
 	Setup    *factory.RunSetup
 	SetupNow bool
+	// Attempt names the turn when it runs elsewhere (a Resumer's): the
+	// run records it before the turn is handed over.
+	Attempt string
 }
 
-// Event is something the agent reported during a turn: a status message.
+// Event is something the agent reported during a turn: a status message;
+// or, from an executor whose turns run on workers, a step of the turn
+// (Phase): a worker claimed it, its agent started.
 type Event struct {
 	Time    time.Time
 	Message string
+	Phase   string
+	Worker  string // the worker, for PhaseClaimed
 }
+
+// Phases of a turn that runs on a worker: the run is CLAIMED once one took
+// it, INPROGRESS once its agent runs.
+const (
+	PhaseClaimed = "claimed"
+	PhaseStarted = "started"
+)
 
 // Result is how a turn ended.
 type Result struct {

@@ -117,7 +117,7 @@ func (m *Manager) Interrupt(id string) error {
 	a, active := m.active[id]
 	m.mu.Unlock()
 	// A turn that has ended may not have left the active runs yet.
-	if !active || r.State != factory.StateInProgress {
+	if !active || r.State != factory.StateInProgress && r.State != factory.StateClaimed {
 		return ErrNotLive
 	}
 	a.cancel(errInterrupted)
@@ -219,16 +219,16 @@ func (m *Manager) Wait() { m.wg.Wait() }
 // it ends ERROR, retryable (a follow-up continues it). Queued runs are
 // queued again, in creation order.
 func (m *Manager) recover() error {
-	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateInProgress)
+	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		if r.State == factory.StateInProgress {
-			if _, ok := m.cfg.Environments[r.Environment].Executor.(Resumer); ok && r.RemoteTurn != "" {
-				m.resumable = append(m.resumable, r.ID)
-				continue
-			}
+		if _, ok := m.cfg.Environments[r.Environment].Executor.(Resumer); ok && r.RemoteTurn != "" {
+			m.resumable = append(m.resumable, r.ID) // its turn went on on a worker, or waits for one
+			continue
+		}
+		if r.State != factory.StateQueued {
 			if r.Process != nil && reap(*r.Process) {
 				m.cfg.Log.Warn("killed the processes left by a run the server's end interrupted", "run", r.ID, "pgid", r.Process.PID)
 			}
@@ -699,21 +699,29 @@ func (m *Manager) start(id string) (*factory.Run, Turn, error) {
 			return err
 		}
 		now := time.Now().UTC()
-		r.State, r.UpdatedAt = factory.StateInProgress, now
-		r.Turns++
-		if r.StartedAt == nil {
-			r.StartedAt = &now
-		}
 		ws := m.Workspace(r.ID)
 		turn = Turn{RunID: r.ID, Workspace: ws, Prompt: r.Prompt, PromptFile: filepath.Join(ws, "PROMPT.md"),
 			AttachmentsDir: filepath.Join(ws, "attachments"), OutputDir: m.OutputDir(r.ID), IdleTimeout: m.idleTimeout(r),
 			Started: func(pid int) { m.recordProcess(id, pid) }}
-		if r.Turns > 1 && len(follow) > 0 {
+		if r.Turns++; r.Turns > 1 && len(follow) > 0 {
 			// A continued run: the oldest pending follow-up is this turn's.
 			turn.FollowUp = follow[0].Message
 			b.DropFollowUp(follow[0].Key)
 		}
-		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp})
+		r.UpdatedAt = now
+		event := factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: turn.FollowUp}
+		if _, remote := m.cfg.Environments[r.Environment].Executor.(Resumer); remote {
+			// Handed to a worker: QUEUED until one claims it (phase).
+			turn.Attempt = factory.NewUID("at_")
+			r.RemoteTurn = turn.Attempt
+			event.Kind, event.State = "dispatched", factory.StateQueued
+		} else {
+			r.State = factory.StateInProgress
+			if r.StartedAt == nil {
+				r.StartedAt = &now
+			}
+		}
+		b.AddRunEvent(r, event)
 		started = true
 		return nil
 	})
@@ -738,6 +746,10 @@ func (m *Manager) idleTimeout(r *factory.Run) time.Duration {
 // written without waiting for the disk: a crash loses the last few, never
 // a state.
 func (m *Manager) report(id string, e Event) {
+	if e.Phase != "" {
+		m.phase(id, e)
+		return
+	}
 	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
 		r.StatusMessage = &factory.StatusMessage{Message: e.Message}
 		r.UpdatedAt = e.Time
@@ -746,6 +758,34 @@ func (m *Manager) report(id string, e Event) {
 	})
 	if err != nil {
 		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
+	}
+}
+
+// phase records a step of a turn that runs on a worker: QUEUED → CLAIMED
+// when one took it (the run's executor), → INPROGRESS when its agent
+// started. A step of a turn that is not the run's current one changes
+// nothing.
+func (m *Manager) phase(id string, e Event) {
+	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		now := time.Now().UTC()
+		switch {
+		case e.Phase == PhaseClaimed && r.State == factory.StateQueued && r.RemoteTurn != "":
+			r.State, r.Worker, r.ClaimedTurn = factory.StateClaimed, e.Worker, r.RemoteTurn
+			b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "claimed", State: factory.StateClaimed, Message: "claimed by worker " + e.Worker})
+		case e.Phase == PhaseStarted && r.State == factory.StateClaimed:
+			r.State = factory.StateInProgress
+			if r.StartedAt == nil {
+				r.StartedAt = &now
+			}
+			b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress})
+		default:
+			return store.ErrNoChange
+		}
+		r.UpdatedAt = now
+		return nil
+	})
+	if err != nil {
+		m.cfg.Log.Error("recording a run's step", "run", id, "step", e.Phase, "err", err)
 	}
 }
 
@@ -776,7 +816,7 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res Result, retryable bo
 	now := time.Now().UTC()
 	r.State, r.UpdatedAt = res.State, now
 	r.FinishedAt = &now
-	r.Process = nil
+	r.Process, r.RemoteTurn = nil, "" // no turn is in flight any more
 	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable, ErrorCode: res.Code}
 	if r.StatusMessage.ErrorCode == "" {
 		switch res.State {
@@ -841,8 +881,8 @@ func (m *Manager) Cancel(id string) (*factory.Run, error) {
 		if r.State.Terminal() {
 			return fmt.Errorf("%w: it is %s", ErrTerminal, r.State)
 		}
-		if active && r.State == factory.StateInProgress {
-			turn = a // the turn ends CANCELLED and records it
+		if active && (r.State == factory.StateInProgress || r.RemoteTurn != "") {
+			turn = a // the turn ends CANCELLED and records it (a worker's, queued or claimed, too)
 			return store.ErrNoChange
 		}
 		_, err := m.ended(r, b, Result{State: factory.StateCancelled, Message: "cancelled"}, false)

@@ -55,7 +55,9 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		return nil, fmt.Errorf("the workers' streams: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log, Published: recordPublished(s), Claimed: recordClaimed(s)}
+	// The run manager records each turn's attempt and its claim (the
+	// turn's phases): the dispatcher needs no hooks of its own.
+	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log}
 	if err := disp.Start(wctx); err != nil {
 		cancel()
 		nc.Close()
@@ -93,19 +95,6 @@ func (cp *ControlPlane) RemoteExecutors(envs map[string]runtime.Environment) {
 			env.Executor = cp.disp.Executor(ex.Command)
 			envs[name] = env
 		}
-	}
-}
-
-func recordPublished(s *store.Store) func(runID, attempt string) error {
-	return func(runID, attempt string) error {
-		_, err := s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.RemoteTurn = attempt; return nil })
-		return err
-	}
-}
-
-func recordClaimed(s *store.Store) func(runID, worker, attempt string) {
-	return func(runID, worker, attempt string) {
-		_, _ = s.UpdateRun(runID, true, func(r *factory.Run, _ *store.Batch) error { r.Worker, r.ClaimedTurn = worker, attempt; return nil })
 	}
 }
 

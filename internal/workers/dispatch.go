@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,7 @@ type Assignment struct {
 }
 
 // Event is what a worker reports of a turn: claimed (it took it),
-// message, heartbeat (the lease renewed), done (with the result and the
+// started (its agent runs), message, heartbeat (the lease renewed), done (with the result and the
 // files the agent left in its output folder).
 type Event struct {
 	RunID   string            `json:"run_id"`
@@ -72,9 +73,10 @@ type Dispatcher struct {
 	JS    jetstream.JetStream
 	Lease time.Duration
 	Log   *slog.Logger
-	// Published is told a turn's attempt before it is queued, Claimed the
-	// worker that took it (the run's executor): both are recorded with
-	// the run, so that a restarted control plane follows the turn again.
+	// Published is told a turn's attempt before it is queued, unless the
+	// turn came with one (the run manager records it then), Claimed the
+	// worker that took it: both are recorded with the run, so that a
+	// restarted control plane follows the turn again.
 	Published func(runID, attempt string) error
 	Claimed   func(runID, worker, attempt string)
 
@@ -242,7 +244,7 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
 	}
-	if d.Published != nil {
+	if d.Published != nil && t.Attempt == "" {
 		if err := d.Published(t.RunID, a.Attempt); err != nil {
 			return runtime.Result{State: factory.StateError, Message: "recording the turn: " + err.Error()}
 		}
@@ -309,6 +311,9 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 			case "claimed":
 				worker = e.Worker
 				d.claimed(runID, attempt, worker, tw.published)
+				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseClaimed, Worker: worker})
+			case "started":
+				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseStarted})
 			case "message":
 				events(runtime.Event{Time: e.Time, Message: e.Message})
 			case "done":
@@ -387,7 +392,7 @@ func assignment(t runtime.Turn, command []string, lease time.Duration) (*Assignm
 	if err != nil {
 		return nil, err
 	}
-	a := &Assignment{RunID: t.RunID, Attempt: factory.NewUID("at_"), Command: command, Prompt: prompt, FollowUp: t.FollowUp,
+	a := &Assignment{RunID: t.RunID, Attempt: cmp.Or(t.Attempt, factory.NewUID("at_")), Command: command, Prompt: prompt, FollowUp: t.FollowUp,
 		Env: t.Env, IdleTimeout: t.IdleTimeout, Timeout: t.Timeout, Lease: lease, Attachments: map[string][]byte{}}
 	if err := withSetup(a, t); err != nil {
 		return nil, err

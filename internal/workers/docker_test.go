@@ -30,44 +30,27 @@ func TestSetupOnWorker(t *testing.T) {
 }
 
 func testSetupOnWorker(t *testing.T, backend, workspace string) {
-	tree := t.TempDir()
-	for name, content := range map[string]string{
-		"factory.yaml":          "schemaVersion: v1alpha1\nname: Boxed\nrepositories:\n  - owner: acme\n    name: api\nagentDefaults:\n  model: fast-model\n  runner: box\n",
-		"agents/lead/agent.md":  "---\nagentType: FOREMAN\n---\nYou lead.\n",
-		"skills/house/SKILL.md": "---\nname: house\ndescription: Style.\n---\nBe brief.\n",
-		"runners/box.yaml": "setupCommands:\n  - echo prepared > prepared.txt\n  - test -f .agents/skills/house/SKILL.md\n" +
-			"instanceShape: {vcpus: 1, memoryGb: 1}\nplatform:\n  linux:\n    dockerImage: " + dockertest.Image + "\n",
-	} {
-		p := filepath.Join(tree, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl := controlPlaneWith(t, 2*time.Second, "factories:\n  - name: boxed\n    source: "+tree+"\n")
+	cl := controlPlaneWith(t, 2*time.Second, "factories:\n  - name: boxed\n    source: "+boxedFactory(t)+"\n")
 	data := filepath.Join(t.TempDir(), "boxer")
 	w := cl.workerIn(t, "boxer", data, 2, "--backend", backend, "--docker-network", "none")
-
-	var list struct {
-		Factories []factory.FactoryObject `json:"factories"`
-	}
-	for deadline := time.Now().Add(20 * time.Second); len(list.Factories) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		_ = cl.c.Do(context.Background(), "GET", "/v1/factory", nil, &list)
-	}
-	if len(list.Factories) == 0 {
-		t.Fatal("the factory was not applied")
-	}
 	var created struct {
 		RunID string `json:"run_id"`
 	}
-	if err := cl.c.Do(context.Background(), "POST", "/v1/factory/"+list.Factories[0].UID+"/runs", strings.NewReader(`{"prompt":"Ship it."}`), &created); err != nil {
+	if err := cl.c.Do(context.Background(), "POST", "/v1/factory/"+cl.factoryUID(t)+"/runs", strings.NewReader(`{"prompt":"Ship it."}`), &created); err != nil {
 		t.Fatal(err)
+	}
+	// CLAIMED while the worker prepares it (the setup sleeps a second),
+	// INPROGRESS once the agent runs.
+	claimed := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State != factory.StateQueued })
+	if claimed.State != factory.StateClaimed || claimed.Executor == nil || claimed.Executor.UID != "boxer" {
+		t.Fatalf("after QUEUED: %s on %+v", claimed.State, claimed.Executor)
 	}
 	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
 	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != "boxer" {
 		t.Fatalf("%s (%s) on %+v", r.State, statusOf(r), r.Executor)
+	}
+	if got := cl.milestones(t, created.RunID); got != "oz_run_created oz_run_claimed agent_started oz_run_done" {
+		t.Fatalf("the timeline's milestones: %s", got)
 	}
 	run := filepath.Join(data, "runs", created.RunID)
 	if workspace == "" {
@@ -104,4 +87,60 @@ func statusOf(r *client.Run) string {
 		return ""
 	}
 	return r.StatusMessage.Message
+}
+
+// boxedFactory writes a v1alpha1 factory whose foreman's runner has setup
+// commands (the last sleeps a second), a skill, a shape and the tests'
+// image, and returns its folder.
+func boxedFactory(t *testing.T) string {
+	tree := t.TempDir()
+	for name, content := range map[string]string{
+		"factory.yaml":          "schemaVersion: v1alpha1\nname: Boxed\nrepositories:\n  - owner: acme\n    name: api\nagentDefaults:\n  model: fast-model\n  runner: box\n",
+		"agents/lead/agent.md":  "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"skills/house/SKILL.md": "---\nname: house\ndescription: Style.\n---\nBe brief.\n",
+		"runners/box.yaml": "setupCommands:\n  - echo prepared > prepared.txt\n  - test -f .agents/skills/house/SKILL.md\n  - sleep 1\n" +
+			"instanceShape: {vcpus: 1, memoryGb: 1}\nplatform:\n  linux:\n    dockerImage: " + dockertest.Image + "\n",
+	} {
+		p := filepath.Join(tree, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tree
+}
+
+// factoryUID is the UID of the control plane's one factory, once applied.
+func (cl *cluster) factoryUID(t *testing.T) string {
+	var list struct {
+		Factories []factory.FactoryObject `json:"factories"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(list.Factories) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_ = cl.c.Do(context.Background(), "GET", "/v1/factory", nil, &list)
+	}
+	if len(list.Factories) == 0 {
+		t.Fatal("the factory was not applied")
+	}
+	return list.Factories[0].UID
+}
+
+// milestones are a run's timeline's event types but status messages.
+func (cl *cluster) milestones(t *testing.T, id string) string {
+	var timeline struct {
+		Events []struct {
+			Type string `json:"event_type"`
+		} `json:"events"`
+	}
+	if err := cl.c.Do(context.Background(), "GET", "/v1/agent/runs/"+id+"/timeline", nil, &timeline); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range timeline.Events {
+		if e.Type != "status_message" {
+			types = append(types, e.Type)
+		}
+	}
+	return strings.Join(types, " ")
 }

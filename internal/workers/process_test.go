@@ -490,3 +490,42 @@ func TestStatusShowsWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsWaitingForAWorker: with no worker, a run handed to the queue
+// stays QUEUED (no executor, not interruptible: 409); cancelling it takes it
+// back out of the queue; the others survive the control plane's restart,
+// QUEUED, and run once a worker comes.
+func TestRunsWaitingForAWorker(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	ids := []string{cl.create(t, "quick"), cl.create(t, "quick"), cl.create(t, "quick")}
+	time.Sleep(500 * time.Millisecond)
+	for _, id := range ids {
+		if r, err := cl.c.GetRun(context.Background(), id); err != nil || r.State != factory.StateQueued || r.Executor.Type == "worker" {
+			t.Fatalf("run %s without workers: %+v %v", id, r, err)
+		}
+	}
+	err := cl.c.Do(context.Background(), "POST", "/v1/agent/runs/"+ids[0]+"/interrupt", strings.NewReader(`{}`), nil)
+	if err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("interrupting a run no worker has: %v", err)
+	}
+	if err := cl.c.Do(context.Background(), "POST", "/v1/agent/runs/"+ids[0]+"/cancel", strings.NewReader(`{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	cl.wait(t, ids[0], 10*time.Second, func(r *client.Run) bool { return r.State == factory.StateCancelled })
+
+	if err := cl.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cl.proc.cmd.Process.Wait()
+	cl.proc = start(t, "control-plane-again", cl.args...)
+	cl.wait(t, ids[1], 20*time.Second, func(r *client.Run) bool { return r.State == factory.StateQueued })
+	w := cl.worker(t, "late", 4)
+	for _, id := range ids[1:] {
+		if r := cl.wait(t, id, 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() }); r.State != factory.StateSucceeded {
+			t.Fatalf("run %s: %s %+v", id, r.State, r.StatusMessage)
+		}
+	}
+	if n := strings.Count(w.log(), "run started"); n != 2 {
+		t.Fatalf("the worker started %d runs, not 2 (the cancelled one must not run):\n%s", n, w.log())
+	}
+}

@@ -230,6 +230,8 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, ma
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
+	// The run is INPROGRESS from its agent's start (its setup is not).
+	turn.Started = func(int) { w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"}) }
 	if w.Docker != nil {
 		image := a.Image
 		if image == "" {
