@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"factory/internal/runtime"
 	"factory/internal/store"
@@ -25,6 +27,8 @@ import (
 // workersOpts are serve's flags for workers (docs/spec/workers.md).
 type workersOpts struct {
 	natsListen   string
+	natsURL      string
+	natsAuth     workers.Credentials
 	lease        time.Duration
 	noLocal      bool
 	localMaxRuns int
@@ -33,19 +37,31 @@ type workersOpts struct {
 func (o *workersOpts) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.natsListen, "nats-listen", "", "run an embedded NATS JetStream server on this address (e.g. 127.0.0.1:4222) and execute the exec environments' runs on workers through it")
-	f.DurationVar(&o.lease, "lease", 10*time.Second, "with --nats-listen: a worker that sends nothing for this long loses its run (ERROR, retryable)")
-	f.BoolVar(&o.noLocal, "no-local-worker", false, "with --nats-listen: run no worker in this process (runs then wait for a worker elsewhere)")
-	f.IntVar(&o.localMaxRuns, "local-max-runs", 4, "with --nats-listen: how many runs the in-process worker runs at once")
+	f.StringVar(&o.natsURL, "nats", "", "use this NATS cluster (with JetStream) instead of an embedded server: nats://[user:password@]host:port")
+	natsAuthFlags(f, &o.natsAuth, "with --nats: ")
+	f.DurationVar(&o.lease, "lease", 10*time.Second, "with workers: a worker that sends nothing for this long loses its run (ERROR, retryable)")
+	f.BoolVar(&o.noLocal, "no-local-worker", false, "with workers: run no worker in this process (runs then wait for a worker elsewhere)")
+	f.IntVar(&o.localMaxRuns, "local-max-runs", 4, "with workers: how many runs the in-process worker runs at once")
+}
+
+// natsAuthFlags are the flags of credentials made by a NATS cluster's
+// operator.
+func natsAuthFlags(f *pflag.FlagSet, c *workers.Credentials, prefix string) {
+	f.StringVar(&c.CredsFile, "nats-creds", "", prefix+"a NATS credentials file (JWT and nkey seed) of the cluster's operator")
+	f.StringVar(&c.NkeyFile, "nats-nkey", "", prefix+"an nkey seed file of the cluster's operator")
 }
 
 // startControlPlane starts the workers' control plane when --nats-listen
-// asks for it (else nil).
+// or --nats asks for it (else nil).
 func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, dataDir string, log *slog.Logger) (*controlPlane, error) {
-	if o.natsListen == "" {
+	if o.natsListen == "" && o.natsURL == "" {
 		return nil, nil
 	}
-	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, Lease: o.lease, LocalWorker: !o.noLocal,
-		LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
+	if o.natsListen != "" && o.natsURL != "" {
+		return nil, errors.New("--nats-listen and --nats: one NATS server, embedded or a cluster's, not both")
+	}
+	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, URL: o.natsURL, Auth: o.natsAuth, Lease: o.lease,
+		LocalWorker: !o.noLocal, LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
 	if err != nil {
 		return nil, err
 	}
@@ -81,13 +97,18 @@ func (cp *controlPlane) close() {
 func (a *app) workerCmd() *cobra.Command {
 	var credsFile string
 	var o workers.WorkerOptions
+	var auth workers.Credentials
 	cmd := &cobra.Command{
-		Use:   "worker --creds FILE [--id NAME] [--max-runs N] [--backend direct|docker]",
+		Use:   "worker --creds FILE [--id NAME] [--nats URL [--nats-creds FILE|--nats-nkey FILE]] [--max-runs N] [--backend direct|docker]",
 		Short: "Claim runs from a control plane's queue and run them on this machine",
 		Long: `A worker connects to the control plane's NATS server with the credentials that
 factory workers create printed, claims runs (at most --max-runs at once), runs each in a
 workspace under --data, and reports their events back. A run that named this worker's
 --id (a follow-up of a run it ran) comes to it; any other comes to whichever worker is free.
+
+Where the control plane uses a NATS cluster of your own (serve --nats), the cluster's operator
+makes the worker's NATS user, with the permissions factory workers create printed: give that
+user's --nats-creds or --nats-nkey file (or a user and password in --nats URL).
 
 With --backend docker, each run executes in a container of its own, through the Docker
 Engine API (DOCKER_HOST, else the daemon's default socket): the image is the run's runner's
@@ -99,22 +120,27 @@ user and sees its own environment only. The host's network is never offered.
 SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have ended.`,
 		Example: `  factory workers create builder-1 > builder-1.creds     # on the control plane
   factory worker --creds builder-1.creds --max-runs 4 --data /var/lib/factory-worker
-  factory worker --creds builder-1.creds --backend docker --docker-image debian:12`,
+  factory worker --creds builder-1.creds --backend docker --docker-image debian:12
+  factory worker --creds builder-1.creds --nats nats://nats.internal:4222 --nats-creds builder-1.nats.creds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(credsFile)
-			if err != nil {
-				return err
-			}
 			var c workers.CredentialsFile
-			if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
-				return fmt.Errorf("%s: not a credentials file of factory workers create", credsFile)
+			if credsFile != "" {
+				b, err := os.ReadFile(credsFile)
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
+					return fmt.Errorf("%s: not a credentials file of factory workers create", credsFile)
+				}
 			}
-			if o.ID == "" {
-				o.ID = c.User
+			o.ID, o.NATS = cmp.Or(o.ID, c.User), cmp.Or(o.NATS, c.URL)
+			c.CredsFile, c.NkeyFile = auth.CredsFile, auth.NkeyFile
+			if c.User == "" {
+				c.User = o.ID // a cluster's user: the worker's name is --id
 			}
-			if o.NATS == "" {
-				o.NATS = c.URL
+			if o.ID == "" || o.NATS == "" {
+				return errors.New("--creds FILE, or --id NAME and --nats URL (on a NATS cluster of your own, with --nats-creds or --nats-nkey)")
 			}
 			return a.runWorker(cmd.Context(), c.Credentials, o)
 		},
@@ -127,7 +153,7 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
 	f.StringVar(&o.Backend, "backend", workers.BackendDirect, "direct (a process group per run) or docker (a container per run)")
 	f.StringVar(&o.DockerNetwork, "docker-network", "", "with --backend docker: the containers' network (default: the daemon's bridge; none for no network)")
 	f.StringVar(&o.DockerImage, "docker-image", "", "with --backend docker: the image of runs whose runner names no dockerImage")
-	_ = cmd.MarkFlagRequired("creds")
+	natsAuthFlags(f, &auth, "on a NATS cluster of your own: ")
 	return cmd
 }
 
@@ -150,7 +176,7 @@ func (a *app) runWorker(ctx context.Context, c workers.Credentials, o workers.Wo
 func (a *app) workersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workers",
-		Short: "Manage the workers of a server started with --nats-listen",
+		Short: "Manage the workers of a server started with --nats-listen or --nats",
 		Example: `  factory workers create builder-1 > builder-1.creds
   factory workers list
   factory workers revoke builder-1`,
@@ -212,7 +238,7 @@ func (a *app) workersCmd() *cobra.Command {
 func (a *app) workersCall(ctx context.Context, method, path string, body, out any) error {
 	c := a.remote()
 	if c == nil {
-		return errors.New("no server is running on this data directory (or given with --server): workers are managed through one started with --nats-listen")
+		return errors.New("no server is running on this data directory (or given with --server): workers are managed through one started with --nats-listen or --nats")
 	}
 	var rd io.Reader
 	if body != nil {

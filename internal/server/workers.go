@@ -5,11 +5,11 @@ import (
 )
 
 // The workers' registry (docs/spec/workers.md): admin keys only, and only
-// on a server that runs its NATS server (--nats-listen).
+// on a server that runs its NATS server (--nats-listen) or uses a cluster of its own (--nats).
 
 func (s *Server) workerRegistry() error {
 	if s.cfg.Workers == nil {
-		return errorf(CodeConflict, "this server runs no workers: start it with --nats-listen")
+		return errorf(CodeConflict, "this server runs no workers: start it with --nats-listen or --nats")
 	}
 	return nil
 }

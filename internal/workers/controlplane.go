@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"path/filepath"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ControlPlane is serve's part: the embedded NATS server, the dispatcher,
-// the registry, and the in-process worker.
+// ControlPlane is serve's part: the NATS server (embedded, or a cluster of
+// its own), the dispatcher, the registry, and the in-process worker.
 type ControlPlane struct {
-	NATS     *Embedded
+	NATS     *Embedded // nil on a cluster of its own
+	URL      string    // the NATS URL workers connect to
 	Registry *Registry
 	disp     *Dispatcher
 	stop     func()
@@ -27,23 +29,39 @@ type ControlPlane struct {
 
 // Options of the control plane.
 type Options struct {
-	Listen       string        // the NATS server's address
+	Listen string // the embedded NATS server's address
+	// URL is a NATS cluster of its own to use instead (with JetStream),
+	// Auth the control plane's credentials there.
+	URL          string
+	Auth         Credentials
 	Lease        time.Duration // a quiet worker loses its run after this long
 	LocalWorker  bool          // run a worker in this process
 	LocalMaxRuns int
 }
 
-// StartControlPlane starts the embedded NATS server and what runs on it.
+// StartControlPlane starts the embedded NATS server (or connects to the
+// cluster) and what runs on it.
 func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir string, log *slog.Logger) (*ControlPlane, error) {
-	reg := &Registry{Store: s}
-	emb, err := StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup}, factory.NewUID("np_"))
-	if err != nil {
-		return nil, err
+	reg := &Registry{Store: s, External: o.URL != ""}
+	var emb *Embedded
+	url, auth := o.URL, o.Auth
+	auth.User = ControlUser
+	if o.URL == "" {
+		var err error
+		if emb, err = StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup}, factory.NewUID("np_")); err != nil {
+			return nil, err
+		}
+		url, auth = emb.URL, emb.Own
 	}
-	nc, err := Connect(emb.URL, emb.Own, "factory control plane")
+	shutdown := func() {
+		if emb != nil {
+			emb.Shutdown()
+		}
+	}
+	nc, err := Connect(url, auth, "factory control plane")
 	if err != nil {
-		emb.Shutdown()
-		return nil, err
+		shutdown()
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", redactURL(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {
@@ -51,7 +69,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	}
 	if err != nil {
 		nc.Close()
-		emb.Shutdown()
+		shutdown()
 		return nil, fmt.Errorf("the workers' streams: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
@@ -61,10 +79,13 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	if err := disp.Start(wctx); err != nil {
 		cancel()
 		nc.Close()
-		emb.Shutdown()
+		shutdown()
 		return nil, err
 	}
-	reg.JS, reg.URL, reg.Connected, reg.Activity = js, emb.URL, emb.Connected, disp.Activity
+	reg.JS, reg.URL, reg.Connected, reg.Activity = js, redactURL(url), disp.Ping, disp.Activity
+	if emb != nil {
+		reg.Connected = emb.Connected // the server knows its connections
+	}
 	done := make(chan struct{})
 	close(done)
 	if o.LocalWorker {
@@ -73,7 +94,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		if err := AddWorker(ctx, js, "local"); err != nil {
 			cancel()
 			nc.Close()
-			emb.Shutdown()
+			shutdown()
 			return nil, err
 		}
 		w := &Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.LocalMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local"),
@@ -81,8 +102,19 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		done = make(chan struct{})
 		go func() { _ = w.Run(wctx); close(done) }()
 	}
-	log.Info("workers", "nats", emb.URL, "lease", o.Lease, "local_worker", o.LocalWorker)
-	return &ControlPlane{NATS: emb, Registry: reg, disp: disp, stop: func() { cancel(); <-done; nc.Close(); emb.Shutdown() }}, nil
+	log.Info("workers", "nats", redactURL(url), "embedded", emb != nil, "lease", o.Lease, "local_worker", o.LocalWorker)
+	return &ControlPlane{NATS: emb, URL: redactURL(url), Registry: reg, disp: disp, stop: func() { cancel(); <-done; nc.Close(); shutdown() }}, nil
+}
+
+// redactURL is a NATS URL without the user and password it may carry:
+// what workers are told and logs say.
+func redactURL(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
 }
 
 // Stop stops the in-process worker, the dispatcher and the NATS server.

@@ -63,7 +63,15 @@ type Event struct {
 type Control struct {
 	RunID   string `json:"run_id"`
 	Attempt string `json:"attempt"`
-	Action  string `json:"action"` // cancel or interrupt
+	Action  string `json:"action"` // cancel, interrupt, or ping (are you there?)
+}
+
+// Ping says whether a worker answers on its control subject now: the
+// presence check where the control plane does not run the NATS server.
+func (d *Dispatcher) Ping(worker string) bool {
+	b, _ := json.Marshal(Control{Action: "ping"})
+	_, err := d.NC.Request(controlSubject(worker), b, 500*time.Millisecond)
+	return err == nil
 }
 
 // Dispatcher is the control plane's side: it publishes assignments and

@@ -44,7 +44,12 @@ const ControlUser = "factory-control-plane"
 // create) or the control plane's.
 type Credentials struct {
 	User     string `json:"user"`
-	Password string `json:"password"`
+	Password string `json:"password,omitempty"`
+	// On a NATS cluster of its own (serve --nats) the cluster's operator
+	// makes the users: a JWT credentials file or an nkey seed file, on
+	// the machine that connects; or a user and password in the URL.
+	CredsFile string `json:"-"`
+	NkeyFile  string `json:"-"`
 }
 
 // Accounts checks who may connect to the embedded server, and gives each
@@ -84,12 +89,22 @@ func (a *Accounts) Check(c server.ClientAuthentication) bool {
 	return true
 }
 
-// workerPermissions deny by default: a worker pulls from the shared queue
+// Permissions are the subjects a NATS user may publish and subscribe to,
+// everything else denied; a user may answer the requests it hears
+// (AllowResponses: a worker answers the control plane's presence checks).
+type Permissions struct {
+	Publish        []string `json:"publish"`
+	Subscribe      []string `json:"subscribe"`
+	AllowResponses bool     `json:"allow_responses"`
+}
+
+// WorkerPermissions deny by default: a worker pulls from the shared queue
 // and its own, acknowledges what it took, publishes its own events, and
-// hears its own control subject; replies come to its own inbox.
-func workerPermissions(id string) *server.Permissions {
-	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{
+// hears its own control subject; replies come to its own inbox. A NATS
+// cluster of its own gives each worker's user these (docs/workers.md).
+func WorkerPermissions(id string) Permissions {
+	return Permissions{
+		Publish: []string{
 			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + anyConsumer,
 			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + hostConsumer(id),
 			"$JS.API.CONSUMER.INFO." + RunsStream + "." + anyConsumer,
@@ -97,10 +112,22 @@ func workerPermissions(id string) *server.Permissions {
 			"$JS.ACK." + RunsStream + "." + anyConsumer + ".>",
 			"$JS.ACK." + RunsStream + "." + hostConsumer(id) + ".>",
 			eventsSubject(id),
-		}},
-		Subscribe: &server.SubjectPermission{Allow: []string{inboxPrefix(id) + ".>", controlSubject(id)}},
+		},
+		Subscribe:      []string{inboxPrefix(id) + ".>", controlSubject(id)},
+		AllowResponses: true,
 	}
 }
+
+// ServerPermissions are p as the NATS server takes them.
+func (p Permissions) ServerPermissions() *server.Permissions {
+	sp := &server.Permissions{Publish: &server.SubjectPermission{Allow: p.Publish}, Subscribe: &server.SubjectPermission{Allow: p.Subscribe}}
+	if p.AllowResponses {
+		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	}
+	return sp
+}
+
+func workerPermissions(id string) *server.Permissions { return WorkerPermissions(id).ServerPermissions() }
 
 // validID is what a worker's name may be: it is part of subjects.
 func validID(id string) bool {

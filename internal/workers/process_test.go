@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,8 +104,10 @@ environments:
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "cp")
-	args := []string{"--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--nats-listen", freeAddr(t),
-		"--no-local-worker", "--lease", lease.String()}
+	args := []string{"--data", data, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--no-local-worker", "--lease", lease.String()}
+	if !slices.Contains(extra, "--nats") {
+		args = append(args, "--nats-listen", freeAddr(t))
+	}
 	args = append(args, extra...)
 	p := start(t, "control-plane", args...)
 	url := "http://" + listen

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"factory"
@@ -25,13 +26,18 @@ type Registry struct {
 	// what the control plane heard of each.
 	Connected func(name string) bool
 	Activity  func() map[string]Activity
+	// External is a NATS cluster of its own (serve --nats): its operator
+	// makes the workers' users; a worker here is its queue and record.
+	External bool
 }
 
 // CredentialsFile is what factory workers create prints and factory
-// worker --creds reads.
+// worker --creds reads. On a NATS cluster of its own it has no password:
+// the cluster's operator makes the worker's user, with Permissions.
 type CredentialsFile struct {
 	Credentials
-	URL string `json:"nats_url"`
+	URL         string       `json:"nats_url"`
+	Permissions *Permissions `json:"permissions,omitempty"`
 }
 
 // Lookup is Accounts.Worker over the store.
@@ -53,21 +59,29 @@ func (g *Registry) Create(ctx context.Context, name string) (*CredentialsFile, e
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, err
-	}
-	password := base64.RawURLEncoding.EncodeToString(raw)
-	sum := sha256.Sum256([]byte(password))
 	if err := AddWorker(ctx, g.JS, name); err != nil {
 		return nil, fmt.Errorf("the worker's queue: %w", err)
 	}
+	out := &CredentialsFile{Credentials: Credentials{User: name}, URL: g.URL}
+	rec := &store.WorkerRecord{Name: name, CreatedAt: time.Now().UTC()}
+	if g.External {
+		p := WorkerPermissions(name)
+		out.Permissions = &p
+	} else {
+		raw := make([]byte, 32)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, err
+		}
+		out.Password = base64.RawURLEncoding.EncodeToString(raw)
+		sum := sha256.Sum256([]byte(out.Password))
+		rec.PasswordHash = sum[:]
+	}
 	b := g.Store.NewBatch()
-	b.PutWorker(&store.WorkerRecord{Name: name, PasswordHash: sum[:], CreatedAt: time.Now().UTC()})
+	b.PutWorker(rec)
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	return &CredentialsFile{Credentials: Credentials{User: name, Password: password}, URL: g.URL}, nil
+	return out, nil
 }
 
 // WorkerInfo is a worker as workers list shows it.
@@ -90,14 +104,19 @@ func (g *Registry) List(ctx context.Context) ([]WorkerInfo, error) {
 	if g.Activity != nil {
 		act = g.Activity()
 	}
-	out := []WorkerInfo{}
-	for _, w := range ws {
-		info := WorkerInfo{Name: w.Name, CreatedAt: w.CreatedAt, RevokedAt: w.RevokedAt, Connected: g.Connected != nil && g.Connected(w.Name)}
+	out := make([]WorkerInfo, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		out[i] = WorkerInfo{Name: w.Name, CreatedAt: w.CreatedAt, RevokedAt: w.RevokedAt}
 		if a, ok := act[w.Name]; ok {
-			info.RunsActive, info.LastHeartbeat = a.RunsActive, &a.LastSeen
+			out[i].RunsActive, out[i].LastHeartbeat = a.RunsActive, &a.LastSeen
 		}
-		out = append(out, info)
+		if g.Connected != nil {
+			// A presence check may wait for an answer: all at once.
+			wg.Go(func() { out[i].Connected = g.Connected(w.Name) })
+		}
 	}
+	wg.Wait()
 	return out, nil
 }
 

@@ -55,7 +55,19 @@ const maxOutputs = 4 << 20
 // inbox prefix, reconnecting for ever (a control plane that restarts
 // comes back on the same address).
 func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.UserInfo(c.User, c.Password), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	switch {
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.NkeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("the nkey seed %s: %w", c.NkeyFile, err)
+		}
+		opts = append(opts, o)
+	case c.Password != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
 	if c.User != ControlUser {
 		opts = append(opts, nats.CustomInboxPrefix(inboxPrefix(c.User)))
 	}
@@ -160,10 +172,15 @@ func next(host, shared jetstream.Consumer) (jetstream.Msg, error) {
 	return nil, batch.Error()
 }
 
-// control stops a turn this worker runs.
+// control stops a turn this worker runs, or answers the control plane's
+// presence check (ping).
 func (w *Worker) control(m *nats.Msg) {
 	var c Control
 	if json.Unmarshal(m.Data, &c) != nil {
+		return
+	}
+	if c.Action == "ping" {
+		_ = m.Respond([]byte(`{}`))
 		return
 	}
 	w.mu.Lock()

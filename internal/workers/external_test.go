@@ -1,0 +1,99 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"factory"
+	"factory/client"
+	"factory/internal/workers"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// TestExternalNATS: the control plane on a NATS cluster of its own
+// (serve --nats, a user and password in the URL): factory workers create
+// registers the worker's queue and prints the permissions its user needs,
+// no password; the cluster's operator makes that user (an nkey here), and
+// the worker, connecting with it, runs the runs; workers list sees it
+// connected (it answers the control plane's presence check).
+func TestExternalNATS(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "w1.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster: the operator's users, the worker's with the
+	// permissions factory workers create prints.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 8 << 20,
+		Users: []*server.User{{Username: "cp", Password: "cp-secret"}},
+		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.WorkerPermissions("w1").ServerPermissions()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	url := fmt.Sprintf("nats://cp:cp-secret@%s", ns.Addr())
+	cl := controlPlane(t, 2*time.Second, "--nats", url)
+	if strings.Contains(cl.proc.log(), "cp-secret") {
+		t.Fatalf("the control plane logged its NATS password:\n%s", cl.proc.log())
+	}
+
+	var creds workers.CredentialsFile
+	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"w1"}`), &creds); err != nil {
+		t.Fatal(err)
+	}
+	if creds.Password != "" || creds.Permissions == nil || creds.URL != "nats://"+ns.Addr().String() || creds.User != "w1" {
+		t.Fatalf("credentials on a cluster of its own: %+v", creds)
+	}
+	b, _ := json.Marshal(creds)
+	credsFile := filepath.Join(t.TempDir(), "w1.creds")
+	if err := os.WriteFile(credsFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, "w1", "--data", t.TempDir(), "worker", "--creds", credsFile, "--nats-nkey", seedFile, "--max-runs", "2")
+	var ids []string
+	for range 4 {
+		ids = append(ids, cl.create(t, "quick"))
+	}
+	for _, id := range ids {
+		r := cl.wait(t, id, 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+		if r.State != factory.StateSucceeded || r.Executor.UID != "w1" {
+			t.Fatalf("run %s: %s on %+v\n%s", id, r.State, r.Executor, w.log())
+		}
+	}
+	var list struct {
+		Workers []workers.WorkerInfo `json:"workers"`
+	}
+	if err := cl.c.Do(context.Background(), "GET", "/v1/admin/workers", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Workers) != 1 || !list.Workers[0].Connected {
+		t.Fatalf("workers: %+v", list.Workers)
+	}
+
+	// A worker whose user the cluster does not know does not get in.
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	otherFile := filepath.Join(t.TempDir(), "other.nk")
+	_ = os.WriteFile(otherFile, otherSeed, 0o600)
+	intruder := start(t, "intruder", "--data", t.TempDir(), "worker", "--creds", credsFile, "--nats-nkey", otherFile)
+	if err := intruder.cmd.Wait(); err == nil || !strings.Contains(intruder.log(), "Authorization Violation") {
+		t.Fatalf("a worker the cluster does not know: %v\n%s", err, intruder.log())
+	}
+}
