@@ -127,7 +127,9 @@ func (p Permissions) ServerPermissions() *server.Permissions {
 	return sp
 }
 
-func workerPermissions(id string) *server.Permissions { return WorkerPermissions(id).ServerPermissions() }
+func workerPermissions(id string) *server.Permissions {
+	return WorkerPermissions(id).ServerPermissions()
+}
 
 // validID is what a worker's name may be: it is part of subjects.
 func validID(id string) bool {
