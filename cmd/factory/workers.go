@@ -36,7 +36,7 @@ type workersOpts struct {
 
 func (o *workersOpts) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.natsListen, "nats-listen", "", "run an embedded NATS JetStream server on this address (e.g. 127.0.0.1:4222) and execute the exec environments' runs on workers through it")
+	f.StringVar(&o.natsListen, "nats-listen", "", "run an embedded NATS JetStream server on this address (e.g. 127.0.0.1:4222) and execute the runs on workers through it")
 	f.StringVar(&o.natsURL, "nats", "", "use this NATS cluster (with JetStream) instead of an embedded server: nats://[user:password@]host:port")
 	natsAuthFlags(f, &o.natsAuth, "with --nats: ")
 	f.DurationVar(&o.lease, "lease", 10*time.Second, "with workers: a worker that sends nothing for this long loses its run (ERROR, retryable)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	neturl "net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -120,14 +121,35 @@ func redactURL(u string) string {
 // Stop stops the in-process worker, the dispatcher and the NATS server.
 func (cp *ControlPlane) Stop() { cp.stop() }
 
-// RemoteExecutors makes a run manager's exec environments run on workers.
+// RemoteExecutors makes a run manager's environments (exec and ACP) run
+// on workers. A command that is this binary (the built-in demo agent)
+// becomes SelfCommand: each worker runs its own.
 func (cp *ControlPlane) RemoteExecutors(envs map[string]runtime.Environment) {
 	for name, env := range envs {
-		if ex, ok := env.Executor.(*runtime.ExecExecutor); ok {
-			env.Executor = cp.disp.Executor(ex.Command)
-			envs[name] = env
+		switch ex := env.Executor.(type) {
+		case *runtime.ExecExecutor:
+			env.Executor = cp.disp.Executor(selfAsMarker(ex.Command))
+		case *runtime.ACPExecutor:
+			env.Executor = cp.disp.ACPExecutor(selfAsMarker(ex.Command), ex.Permissions)
+		default:
+			continue
 		}
+		envs[name] = env
 	}
+}
+
+// selfAsMarker replaces this binary at the head of a command with
+// SelfCommand.
+func selfAsMarker(command []string) []string {
+	self, err := os.Executable()
+	if err != nil || len(command) == 0 {
+		return command
+	}
+	resolved, _ := filepath.EvalSymlinks(self)
+	if command[0] != self && command[0] != resolved {
+		return command
+	}
+	return append([]string{SelfCommand}, command[1:]...)
 }
 
 // WorkerOptions are a worker's settings (factory worker's flags).

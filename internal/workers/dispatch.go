@@ -43,7 +43,21 @@ type Assignment struct {
 	Runner string                 `json:"runner,omitempty"`
 	Image  string                 `json:"image,omitempty"`
 	Shape  *factory.InstanceShape `json:"shape,omitempty"`
+	// Executor is how the command runs: exec ("", a plain command) or
+	// acp (an agent over the Agent Client Protocol, with Permissions and
+	// the MCP servers offered to its session).
+	Executor    string                     `json:"executor,omitempty"`
+	Permissions string                     `json:"permissions,omitempty"`
+	MCPServers  map[string]json.RawMessage `json:"mcp_servers,omitempty"`
 }
+
+// ExecutorACP is an assignment's executor for ACP agents.
+const ExecutorACP = "acp"
+
+// SelfCommand stands for the factory binary in an assignment's command
+// (the built-in demo agent is factory demo-agent): each worker runs its
+// own.
+const SelfCommand = "@factory"
 
 // Event is what a worker reports of a turn: claimed (it took it),
 // started (its agent runs), message, heartbeat (the lease renewed), done (with the result and the
@@ -238,9 +252,15 @@ func (d *Dispatcher) Executor(command []string) runtime.Executor {
 	return &remote{d: d, command: command}
 }
 
+// ACPExecutor is an executor that runs an ACP agent on a worker.
+func (d *Dispatcher) ACPExecutor(command []string, permissions string) runtime.Executor {
+	return &remote{d: d, command: command, executor: ExecutorACP, permissions: permissions}
+}
+
 type remote struct {
-	d       *Dispatcher
-	command []string
+	d                     *Dispatcher
+	command               []string
+	executor, permissions string
 }
 
 // Run publishes the turn and follows it: claimed, messages, heartbeats,
@@ -252,6 +272,7 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
 	}
+	a.Executor, a.Permissions, a.MCPServers = x.executor, x.permissions, t.MCPServers
 	if d.Published != nil && t.Attempt == "" {
 		if err := d.Published(t.RunID, a.Attempt); err != nil {
 			return runtime.Result{State: factory.StateError, Message: "recording the turn: " + err.Error()}

@@ -144,3 +144,35 @@ func (cl *cluster) milestones(t *testing.T, id string) string {
 	}
 	return strings.Join(types, " ")
 }
+
+// TestACPOnWorker: an ACP environment's runs go to workers too: the
+// bundled demo agent (this binary, which each worker runs as its own)
+// speaks ACP with the worker, writes in the worker's workspace, and its
+// artifacts and the pull request it links come back.
+func TestACPOnWorker(t *testing.T) {
+	cl := controlPlaneWith(t, 2*time.Second, "  demo:\n    executor: acp\n    command: ["+binary(t)+", demo-agent, --acp]\n")
+	data := filepath.Join(t.TempDir(), "w1")
+	cl.workerIn(t, "w1", data, 2)
+	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "Open a pull request, please.",
+		Config: map[string]any{"environment_id": "demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor.UID != "w1" {
+		t.Fatalf("%s (%s) on %+v", r.State, statusOf(r), r.Executor)
+	}
+	if _, err := os.Stat(filepath.Join(data, "runs", created.RunID, "workspace", "SUMMARY.md")); err != nil {
+		t.Fatalf("the agent's file in the worker's workspace: %v", err)
+	}
+	types := map[factory.ArtifactType]int{}
+	for _, a := range r.Artifacts {
+		types[a.Type]++
+	}
+	if types[factory.ArtifactFile] != 1 || types[factory.ArtifactPullRequest] != 1 {
+		t.Fatalf("artifacts: %+v", r.Artifacts)
+	}
+	if got := cl.milestones(t, created.RunID); got != "oz_run_created oz_run_claimed agent_started permission_decision oz_run_done" {
+		t.Fatalf("milestones: %s", got)
+	}
+}

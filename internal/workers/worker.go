@@ -243,18 +243,24 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, ma
 		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
 	}
 	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
-		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout}
+		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout,
+		MCPServers: a.MCPServers}
+	command := ownCommand(a.Command)
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
 	// The run is INPROGRESS from its agent's start (its setup is not).
 	turn.Started = func(int) { w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"}) }
 	if w.Docker != nil {
+		if a.Executor == ExecutorACP {
+			return runtime.Result{State: factory.StateFailed, Code: runtime.CodeEnvironmentSetupFailed,
+				Message: "the docker backend runs exec environments: an ACP agent needs a worker with the direct backend (workerHost names one)"}, nil
+		}
 		image := a.Image
 		if image == "" {
 			image = w.DockerImage
 		}
-		ct := docker.Turn{Turn: turn, Dir: base, Command: a.Command, Image: image, Shape: a.Shape, Setup: a.Setup, Runner: a.Runner}
+		ct := docker.Turn{Turn: turn, Dir: base, Command: command, Image: image, Shape: a.Shape, Setup: a.Setup, Runner: a.Runner}
 		return w.Docker.Run(ctx, ct, events), outputs(out)
 	}
 	if len(a.Setup) > 0 {
@@ -262,7 +268,23 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, ma
 			return res, outputs(out)
 		}
 	}
-	return (&runtime.ExecExecutor{Command: a.Command}).Run(ctx, turn, events), outputs(out)
+	var ex runtime.Executor = &runtime.ExecExecutor{Command: command}
+	if a.Executor == ExecutorACP {
+		ex = &runtime.ACPExecutor{Command: command, Permissions: a.Permissions}
+	}
+	return ex.Run(ctx, turn, events), outputs(out)
+}
+
+// ownCommand is an assignment's command with SelfCommand as this binary.
+func ownCommand(command []string) []string {
+	if len(command) == 0 || command[0] != SelfCommand {
+		return command
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return command
+	}
+	return append([]string{self}, command[1:]...)
 }
 
 // layOut writes the assignment's prompt, attachments and skills' files
