@@ -1,6 +1,7 @@
 package workers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -95,7 +96,26 @@ func checkWorkerReach(t *testing.T, ctx context.Context, emb *workers.Embedded, 
 	if _, err := w1.Publish(ctx, "factory.events.w1", []byte(`{}`)); err != nil {
 		t.Fatalf("w1 cannot report: %v", err)
 	}
+	own, err := w1.ObjectStore(ctx, "FACTORY_OUTPUTS_w1")
+	if err != nil {
+		t.Fatalf("w1 cannot reach its object store: %v", err)
+	}
+	if _, err := own.PutBytes(ctx, "at_1/report.md", bytes.Repeat([]byte("x"), 300<<10)); err != nil {
+		t.Fatalf("w1 cannot put an output: %v", err)
+	}
+	if _, err := w1.ObjectStore(short, "FACTORY_OUTPUTS_w2"); err == nil {
+		t.Fatal("w1 reached w2's object store")
+	}
+	for _, subject := range []string{"$O.FACTORY_OUTPUTS_w2.C.x", "$O.FACTORY_OUTPUTS_w2.M.x", "$JS.API.STREAM.PURGE.OBJ_FACTORY_OUTPUTS_w2"} {
+		drain(denied) // the refusals of the calls before
+		nc.Publish(subject, []byte(`{}`))
+		nc.Flush()
+		if !permissionDenied(denied) {
+			t.Errorf("w1 published to %s", subject)
+		}
+	}
 	for _, subject := range []string{"factory.events.w2", "factory.runs.any"} {
+		drain(denied) // the refusals of the calls before
 		nc.Publish(subject, []byte(`{}`))
 		nc.Flush()
 		if !permissionDenied(denied) {
@@ -103,6 +123,7 @@ func checkWorkerReach(t *testing.T, ctx context.Context, emb *workers.Embedded, 
 		}
 	}
 	for _, subject := range []string{"_INBOX.>", "factory.control.w2", "factory.events.>"} {
+		drain(denied)
 		nc.Subscribe(subject, func(*nats.Msg) {})
 		nc.Flush()
 		if !permissionDenied(denied) {
@@ -117,5 +138,17 @@ func permissionDenied(ch chan error) bool {
 		return errors.Is(err, nats.ErrPermissionViolation)
 	case <-time.After(2 * time.Second):
 		return false
+	}
+}
+
+// drain empties ch of the errors already reported.
+func drain(ch chan error) {
+	time.Sleep(100 * time.Millisecond)
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
 	}
 }

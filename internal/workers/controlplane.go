@@ -68,6 +68,9 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	if err == nil {
 		err = Setup(ctx, js)
 	}
+	if err == nil {
+		err = upgradeWorkers(ctx, js, s)
+	}
 	if err != nil {
 		nc.Close()
 		shutdown()
@@ -105,6 +108,23 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	}
 	log.Info("workers", "nats", redactURL(url), "embedded", emb != nil, "lease", o.Lease, "local_worker", o.LocalWorker)
 	return &ControlPlane{NATS: emb, URL: redactURL(url), Registry: reg, disp: disp, stop: func() { cancel(); <-done; nc.Close(); shutdown() }}, nil
+}
+
+// upgradeWorkers gives the workers registered before a version added to
+// AddWorker (their object store, say) what it adds now.
+func upgradeWorkers(ctx context.Context, js jetstream.JetStream, s *store.Store) error {
+	ws, err := s.Workers()
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.RevokedAt == nil {
+			if err := AddWorker(ctx, js, w.Name); err != nil {
+				return fmt.Errorf("worker %s: %w", w.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // redactURL is a NATS URL without the user and password it may carry:

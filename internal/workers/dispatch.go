@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/artifacts"
 	"factory/internal/runtime"
 
 	"github.com/nats-io/nats.go"
@@ -71,6 +73,9 @@ type Event struct {
 	Message string            `json:"message,omitempty"`
 	Result  *runtime.Result   `json:"result,omitempty"`
 	Outputs map[string][]byte `json:"outputs,omitempty"`
+	// OutputObjects name the turn's output files in the worker's object
+	// store (attempt/path), where Outputs would not hold them.
+	OutputObjects []string `json:"output_objects,omitempty"`
 }
 
 // Control asks the worker running a turn to stop it.
@@ -168,10 +173,16 @@ func Setup(ctx context.Context, js jetstream.JetStream) error {
 	return err
 }
 
-// AddWorker creates the queue of a worker's own assignments.
+// AddWorker creates the queue of a worker's own assignments and the
+// object store of its outputs (kept a day, for a control plane that is
+// away).
 func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 	_, err := js.CreateOrUpdateConsumer(ctx, RunsStream, jetstream.ConsumerConfig{Durable: hostConsumer(id), FilterSubject: hostSubject(id),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1})
+	if err != nil {
+		return err
+	}
+	_, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: outputsBucket(id), Storage: jetstream.FileStorage, TTL: 24 * time.Hour})
 	return err
 }
 
@@ -346,7 +357,7 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 			case "message":
 				events(runtime.Event{Time: e.Time, Message: e.Message})
 			case "done":
-				return finished(e, tw.outputDir)
+				return d.finished(e, tw.outputDir)
 			}
 		case <-lease.C:
 			if worker == "" {
@@ -400,19 +411,71 @@ func (x *remote) stop(ctx context.Context, runID, attempt string, seq uint64, wo
 }
 
 // finished is a turn's result, with the agent's output files written
-// where the control plane collects artifacts from.
-func finished(e Event, outputDir string) runtime.Result {
+// where the control plane collects artifacts from: those the event holds,
+// and those in the worker's object store (taken out of it).
+func (d *Dispatcher) finished(e Event, outputDir string) runtime.Result {
 	if e.Result == nil {
 		return runtime.Result{State: factory.StateError, Message: "the worker sent no result"}
 	}
 	for name, b := range e.Outputs {
-		p := filepath.Join(outputDir, filepath.FromSlash(name))
-		if !filepath.IsLocal(filepath.FromSlash(name)) || os.MkdirAll(filepath.Dir(p), 0o700) != nil {
-			continue
+		if p, ok := outputPath(outputDir, name); ok {
+			_ = os.WriteFile(p, b, 0o600)
 		}
-		_ = os.WriteFile(p, b, 0o600)
+	}
+	if len(e.OutputObjects) > 0 {
+		d.takeObjects(e, outputDir)
 	}
 	return *e.Result
+}
+
+// takeObjects copies a turn's output files out of its worker's object
+// store into outputDir, each at most artifacts.MaxFileBytes, and deletes
+// them there.
+func (d *Dispatcher) takeObjects(e Event, outputDir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs, err := d.JS.ObjectStore(ctx, outputsBucket(e.Worker))
+	if err != nil {
+		d.Log.Error("a worker's outputs", "worker", e.Worker, "run", e.RunID, "err", err)
+		return
+	}
+	prefix := e.Attempt + "/"
+	for _, name := range e.OutputObjects {
+		rel, ok := strings.CutPrefix(name, prefix)
+		p, local := outputPath(outputDir, rel)
+		if !ok || !local {
+			continue // not this turn's: a worker names its own only
+		}
+		if err := copyObject(ctx, obs, name, p); err != nil {
+			d.Log.Error("a run's output from its worker", "run", e.RunID, "file", rel, "err", err)
+		}
+		_ = obs.Delete(ctx, name)
+	}
+}
+
+func copyObject(ctx context.Context, obs jetstream.ObjectStore, name, path string) error {
+	r, err := obs.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, io.LimitReader(r, artifacts.MaxFileBytes+1))
+	return errors.Join(err, f.Close())
+}
+
+// outputPath is where an output file named by a worker goes, if its name
+// stays inside the output folder.
+func outputPath(outputDir, name string) (string, bool) {
+	rel := filepath.FromSlash(name)
+	if !filepath.IsLocal(rel) {
+		return "", false
+	}
+	p := filepath.Join(outputDir, rel)
+	return p, os.MkdirAll(filepath.Dir(p), 0o700) == nil
 }
 
 // assignment builds a turn's assignment from its laid-out workspace.

@@ -16,7 +16,7 @@ func TestFinishedOutputs(t *testing.T) {
 	out := filepath.Join(dir, "runs", "r", "output")
 	outputs := map[string][]byte{"report.md": []byte("ok"), "sub/notes.txt": []byte("n"), "../escaped.txt": []byte("x"),
 		"/etc/owned": []byte("x"), "sub/../../up.txt": []byte("x"), "": []byte("x")}
-	res := finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: outputs}, out)
+	res := (&Dispatcher{}).finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: outputs}, out)
 	if res.State != factory.StateSucceeded {
 		t.Fatal(res)
 	}
@@ -36,7 +36,7 @@ func TestFinishedOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := finished(Event{Kind: "done"}, out); res.State != factory.StateError {
+	if res := (&Dispatcher{}).finished(Event{Kind: "done"}, out); res.State != factory.StateError {
 		t.Errorf("a done event without a result: %+v", res)
 	}
 }
@@ -50,7 +50,7 @@ func FuzzFinishedOutputs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string) {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "output")
-		finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: map[string][]byte{name: []byte("x")}}, out)
+		(&Dispatcher{}).finished(Event{Kind: "done", Result: &runtime.Result{State: factory.StateSucceeded}, Outputs: map[string][]byte{name: []byte("x")}}, out)
 		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				if rel, _ := filepath.Rel(out, p); !filepath.IsLocal(rel) {

@@ -37,6 +37,11 @@ func controlSubject(id string) string {
 }
 func inboxPrefix(id string) string { return "_INBOX_" + id }
 
+// outputsBucket is the object store a worker puts its turns' output files
+// in (one per worker: it may write to its own only); the control plane
+// takes them out when it applies the turn's end.
+func outputsBucket(id string) string { return "FACTORY_OUTPUTS_" + id }
+
 // ControlUser is the control plane's own NATS user.
 const ControlUser = "factory-control-plane"
 
@@ -112,6 +117,13 @@ func WorkerPermissions(id string) Permissions {
 			"$JS.ACK." + RunsStream + "." + anyConsumer + ".>",
 			"$JS.ACK." + RunsStream + "." + hostConsumer(id) + ".>",
 			eventsSubject(id),
+			// Its own object store: bind it, put files (chunks, then
+			// the meta), read a name's meta, purge a failed put's chunks.
+			"$JS.API.STREAM.INFO.OBJ_" + outputsBucket(id),
+			"$JS.API.STREAM.MSG.GET.OBJ_" + outputsBucket(id),
+			"$JS.API.DIRECT.GET.OBJ_" + outputsBucket(id) + ".>",
+			"$JS.API.STREAM.PURGE.OBJ_" + outputsBucket(id),
+			"$O." + outputsBucket(id) + ".>",
 		},
 		Subscribe:      []string{inboxPrefix(id) + ".>", controlSubject(id)},
 		AllowResponses: true,

@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -98,7 +99,7 @@ runtime:
 environments:
   sh:
     executor: exec
-    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
+    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; big*) head -c 6291456 /dev/urandom > \"$FACTORY_OUTPUT_DIR/big.bin\";; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
 `, listen) + more
 	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -530,5 +531,36 @@ func TestRunsWaitingForAWorker(t *testing.T) {
 	}
 	if n := strings.Count(w.log(), "run started"); n != 2 {
 		t.Fatalf("the worker started %d runs, not 2 (the cancelled one must not run):\n%s", n, w.log())
+	}
+}
+
+// TestLargeOutputs: an output file larger than a NATS message comes back
+// through the worker's object store, whole, as the run's artifact; the
+// worker's own workspace keeps its copy, byte for byte the artifact's.
+func TestLargeOutputs(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	data := filepath.Join(t.TempDir(), "w1")
+	cl.workerIn(t, "w1", data, 1)
+	id := cl.create(t, "big")
+	r := cl.wait(t, id, 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded {
+		t.Fatalf("%s %+v", r.State, r.StatusMessage)
+	}
+	var big *factory.Artifact
+	for i, a := range r.Artifacts {
+		if a.Data.Filename == "big.bin" {
+			big = &r.Artifacts[i]
+		}
+	}
+	if big == nil || big.Data.SizeBytes != 6<<20 {
+		t.Fatalf("artifacts: %+v", r.Artifacts)
+	}
+	got, err := cl.c.DoRaw(context.Background(), "GET", "/v1/agent/artifacts/"+big.Data.UID+"/download", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(data, "runs", id, "output", "big.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the artifact's %d bytes are not the worker's %d (%v)", len(got), len(want), err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/artifacts"
 	"factory/internal/docker"
 	"factory/internal/runtime"
 
@@ -40,9 +41,10 @@ type Worker struct {
 	// single server's runs do when it stops).
 	AbandonOnStop bool
 
-	mu     sync.Mutex
-	active map[string]context.CancelCauseFunc // by attempt
-	wg     sync.WaitGroup
+	outputs jetstream.ObjectStore // this worker's, nil without one
+	mu      sync.Mutex
+	active  map[string]context.CancelCauseFunc // by attempt
+	wg      sync.WaitGroup
 }
 
 // errAbandoned ends the turns of a worker stopped with its server.
@@ -88,6 +90,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	shared, err := w.JS.Consumer(ctx, RunsStream, anyConsumer)
 	if err != nil {
 		return fmt.Errorf("the shared queue: %w", err)
+	}
+	if w.outputs, err = w.JS.ObjectStore(ctx, outputsBucket(w.ID)); err != nil {
+		// A worker registered before object stores: its outputs go in
+		// its events, as then.
+		w.Log.Warn("no object store for this worker's outputs: they go in its events, at most 4 MiB a turn", "err", err)
+		w.outputs = nil
 	}
 	sub, err := w.NC.Subscribe(controlSubject(w.ID), w.control)
 	if err != nil {
@@ -209,13 +217,17 @@ func (w *Worker) runTurn(a *Assignment) {
 	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "claimed"})
 	stop := make(chan struct{})
 	go w.heartbeat(a, stop)
-	res, outputs := w.execute(ctx, a)
+	res, outDir := w.execute(ctx, a)
+	done := Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res}
+	if outDir != "" {
+		w.attachOutputs(&done, outDir)
+	}
 	close(stop)
 	if errors.Is(context.Cause(ctx), errAbandoned) {
 		res = runtime.Result{State: factory.StateError, Message: errAbandoned.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
 	}
 	w.Log.Info("run ended", "run", a.RunID, "attempt", a.Attempt, "state", res.State)
-	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res, Outputs: outputs})
+	w.publish(done)
 }
 
 func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
@@ -235,12 +247,12 @@ func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
 // execute lays the turn's workspace out on this machine and runs the turn
 // with the worker's backend: a container (docker) or a process group
 // (direct).
-func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, map[string][]byte) {
+func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, string) {
 	base := filepath.Join(w.Dir, "runs", a.RunID)
 	ws, out := filepath.Join(base, "workspace"), filepath.Join(base, "output")
 	att := filepath.Join(ws, "attachments")
 	if err := layOut(ws, out, att, a); err != nil {
-		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, nil
+		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
 	}
 	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
 		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout,
@@ -254,25 +266,25 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, ma
 	if w.Docker != nil {
 		if a.Executor == ExecutorACP {
 			return runtime.Result{State: factory.StateFailed, Code: runtime.CodeEnvironmentSetupFailed,
-				Message: "the docker backend runs exec environments: an ACP agent needs a worker with the direct backend (workerHost names one)"}, nil
+				Message: "the docker backend runs exec environments: an ACP agent needs a worker with the direct backend (workerHost names one)"}, ""
 		}
 		image := a.Image
 		if image == "" {
 			image = w.DockerImage
 		}
 		ct := docker.Turn{Turn: turn, Dir: base, Command: command, Image: image, Shape: a.Shape, Setup: a.Setup, Runner: a.Runner}
-		return w.Docker.Run(ctx, ct, events), outputs(out)
+		return w.Docker.Run(ctx, ct, events), out
 	}
 	if len(a.Setup) > 0 {
 		if res, ok := runtime.RunSetup(ctx, a.Setup, a.Runner, turn, filepath.Join(base, "setup.log"), events); !ok {
-			return res, outputs(out)
+			return res, out
 		}
 	}
 	var ex runtime.Executor = &runtime.ExecExecutor{Command: command}
 	if a.Executor == ExecutorACP {
 		ex = &runtime.ACPExecutor{Command: command, Permissions: a.Permissions}
 	}
-	return ex.Run(ctx, turn, events), outputs(out)
+	return ex.Run(ctx, turn, events), out
 }
 
 // ownCommand is an assignment's command with SelfCommand as this binary.
@@ -327,25 +339,70 @@ func layOut(ws, out, att string, a *Assignment) error {
 	return nil
 }
 
-// outputs are the files the agent left in its output folder, up to
-// maxOutputs in all.
-func outputs(dir string) map[string][]byte {
-	out := map[string][]byte{}
+// attachOutputs adds the files the agent left in its output folder to a
+// turn's end: put in this worker's object store (each up to
+// artifacts.MaxFileBytes, artifacts.MaxRunBytes in all), or, without one,
+// in the event itself (up to maxOutputs in all). A file left out is said
+// in the result's message.
+func (w *Worker) attachOutputs(e *Event, dir string) {
+	var skipped []string
 	total := 0
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
-		b, err := os.ReadFile(p)
-		if err != nil || total+len(b) > maxOutputs {
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		info, err := d.Info()
+		if err != nil {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = b
-		total += len(b)
+		limit := maxOutputs
+		if w.outputs != nil {
+			limit = artifacts.MaxRunBytes
+		}
+		if info.Size() > artifacts.MaxFileBytes || total+int(info.Size()) > limit {
+			skipped = append(skipped, rel)
+			return nil
+		}
+		if err := w.attachOutput(e, p, rel); err != nil {
+			w.Log.Warn("sending an output file", "run", e.RunID, "file", rel, "err", err)
+			skipped = append(skipped, rel)
+			return nil
+		}
+		total += int(info.Size())
 		return nil
 	})
-	return out
+	if len(skipped) > 0 {
+		e.Result.Message += fmt.Sprintf(" (output files not sent back: %s)", strings.Join(skipped, ", "))
+	}
+}
+
+func (w *Worker) attachOutput(e *Event, path, rel string) error {
+	if w.outputs == nil {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if e.Outputs == nil {
+			e.Outputs = map[string][]byte{}
+		}
+		e.Outputs[rel] = b
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := e.Attempt + "/" + rel
+	if _, err := w.outputs.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+		return err
+	}
+	e.OutputObjects = append(e.OutputObjects, name)
+	return nil
 }
 
 // publish sends an event durably (JetStream acknowledges it), retrying
