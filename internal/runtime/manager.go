@@ -1008,10 +1008,7 @@ func (m *Manager) OnFinished(f func(state factory.RunState)) { m.cfg.Finished = 
 // recordProcess records, durably, the agent process group of a run's turn,
 // so that the next start can kill what a crash leaves of it.
 func (m *Manager) recordProcess(id string, pid int) {
-	ref := factory.ProcessRef{PID: pid}
-	if st, ok := readProcStat(pid); ok {
-		ref.Start = st.start
-	}
+	ref := ProcessOf(pid)
 	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
 		r.Process = &ref
 		return nil

@@ -35,6 +35,20 @@ func readProcStat(pid int) (procStat, bool) {
 	return procStat{pgrp: pgrp, start: start}, err1 == nil && err2 == nil
 }
 
+// ProcessOf is a started agent's process group as reap needs it: its
+// leader's PID and start time.
+func ProcessOf(pid int) factory.ProcessRef {
+	ref := factory.ProcessRef{PID: pid}
+	if st, ok := readProcStat(pid); ok {
+		ref.Start = st.start
+	}
+	return ref
+}
+
+// Reap is reap, for a worker that finds the process groups of turns it
+// ran before it died.
+func Reap(ref factory.ProcessRef) bool { return reap(ref) }
+
 // reap kills what is left of a run's agent process group after the server
 // died under it, if it is still that group: its leader alive with the
 // recorded start time, or, the leader gone (it dies with the server), the

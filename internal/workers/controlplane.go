@@ -144,8 +144,14 @@ func (cp *ControlPlane) Stop() { cp.stop() }
 // RemoteExecutors makes a run manager's environments (exec and ACP) run
 // on workers. A command that is this binary (the built-in demo agent)
 // becomes SelfCommand: each worker runs its own.
+//
+// An environment that runs its agent as another user (user:) stays here:
+// a worker could not keep that boundary, and it is never dropped silently.
 func (cp *ControlPlane) RemoteExecutors(envs map[string]runtime.Environment) {
 	for name, env := range envs {
+		if env.RunAs != nil {
+			continue
+		}
 		switch ex := env.Executor.(type) {
 		case *runtime.ExecExecutor:
 			env.Executor = cp.disp.Executor(selfAsMarker(ex.Command))

@@ -364,6 +364,8 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 				lease.Reset(d.Lease) // still queued: no lease runs yet
 				continue
 			}
+			// Should it be only cut off, it stops the turn when it hears this.
+			x.stop(ctx, runID, attempt, 0, worker)
 			return runtime.Result{State: factory.StateError, Code: "worker_lost",
 				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", worker, d.Lease)}
 		case <-done:

@@ -3,6 +3,7 @@ package workers
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"factory"
@@ -70,5 +71,34 @@ func TestValidID(t *testing.T) {
 		if got := ValidID(id); got != want {
 			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// TestRemoteExecutors: exec and ACP environments go to workers, this
+// binary's command as SelfCommand; one that runs its agent as another
+// user stays on the control plane.
+func TestRemoteExecutors(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &ControlPlane{disp: &Dispatcher{}}
+	envs := map[string]runtime.Environment{
+		"exec":   {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "true"}}},
+		"demo":   {Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}, Permissions: "deny"}},
+		"as-bob": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}, RunAs: &syscall.Credential{Uid: 1001, Gid: 1001}},
+	}
+	cp.RemoteExecutors(envs)
+	if x, ok := envs["exec"].Executor.(*remote); !ok || x.executor != "" || x.command[0] != "sh" {
+		t.Errorf("exec: %#v", envs["exec"].Executor)
+	}
+	if x, ok := envs["demo"].Executor.(*remote); !ok || x.executor != ExecutorACP || x.permissions != "deny" || x.command[0] != SelfCommand {
+		t.Errorf("demo: %#v", envs["demo"].Executor)
+	}
+	if _, ok := envs["as-bob"].Executor.(*runtime.ExecExecutor); !ok {
+		t.Errorf("an environment with a user went to workers: %#v", envs["as-bob"].Executor)
+	}
+	if got := ownCommand([]string{SelfCommand, "demo-agent"}); got[0] != self {
+		t.Errorf("ownCommand: %v", got)
 	}
 }

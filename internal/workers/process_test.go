@@ -564,3 +564,41 @@ func TestLargeOutputs(t *testing.T) {
 		t.Fatalf("the artifact's %d bytes are not the worker's %d (%v)", len(got), len(want), err)
 	}
 }
+
+// TestWorkerReapsItsOrphans: a worker killed with SIGKILL leaves its
+// agent running (an orphan); its run ends ERROR once the lease passes,
+// and when the worker is back it kills that agent before taking
+// anything.
+func TestWorkerReapsItsOrphans(t *testing.T) {
+	cl := controlPlane(t, time.Second)
+	data := filepath.Join(t.TempDir(), "w1")
+	w := cl.workerIn(t, "w1", data, 1)
+	id := cl.create(t, "slow")
+	cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.State == factory.StateInProgress })
+	var ref factory.ProcessRef
+	b, err := os.ReadFile(filepath.Join(data, "runs", id, "agent-process.json"))
+	if err != nil || json.Unmarshal(b, &ref) != nil || ref.PID <= 1 {
+		t.Fatalf("the agent's process group is not noted: %s %v", b, err)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.cmd.Process.Wait()
+	t.Cleanup(func() { _ = syscall.Kill(-ref.PID, syscall.SIGKILL) })
+	if err := syscall.Kill(-ref.PID, 0); err != nil {
+		t.Fatalf("the agent died with its worker (%v): nothing to reap", err)
+	}
+	r := cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateError || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "worker_lost" {
+		t.Fatalf("%s %+v", r.State, r.StatusMessage)
+	}
+	back := start(t, "w1-again", "--data", data, "worker", "--creds", w.cmd.Args[len(w.cmd.Args)-3], "--max-runs", "1")
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-ref.PID, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent of the killed worker still runs:\n%s", back.log())
+		}
+	}
+	if !strings.Contains(back.log(), "killed the processes left by a run") {
+		t.Fatalf("the worker's log:\n%s", back.log())
+	}
+}

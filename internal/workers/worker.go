@@ -83,6 +83,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.MaxRuns <= 0 {
 		w.MaxRuns = 4
 	}
+	w.reapLeftovers()
 	host, err := w.JS.Consumer(ctx, RunsStream, hostConsumer(w.ID))
 	if err != nil {
 		return fmt.Errorf("this worker's queue: %w (is it created with factory workers create %s?)", err, w.ID)
@@ -262,7 +263,17 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
 	// The run is INPROGRESS from its agent's start (its setup is not).
-	turn.Started = func(int) { w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"}) }
+	// The agent's process group is noted beside the workspace until the
+	// turn ends: a worker that died under it kills it when it is back.
+	agentFile := filepath.Join(base, agentProcessFile)
+	defer os.Remove(agentFile)
+	turn.Started = func(pid int) {
+		if pid > 0 {
+			b, _ := json.Marshal(runtime.ProcessOf(pid))
+			_ = os.WriteFile(agentFile, b, 0o600)
+		}
+		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
+	}
 	if w.Docker != nil {
 		if a.Executor == ExecutorACP {
 			return runtime.Result{State: factory.StateFailed, Code: runtime.CodeEnvironmentSetupFailed,
@@ -297,6 +308,24 @@ func ownCommand(command []string) []string {
 		return command
 	}
 	return append([]string{self}, command[1:]...)
+}
+
+// agentProcessFile holds a running turn's agent process group, beside
+// its workspace.
+const agentProcessFile = "agent-process.json"
+
+// reapLeftovers kills the agents of turns this worker ran before it died
+// (their runs ended ERROR, worker_lost, meanwhile): nothing of them goes
+// on working on a workspace.
+func (w *Worker) reapLeftovers() {
+	files, _ := filepath.Glob(filepath.Join(w.Dir, "runs", "*", agentProcessFile))
+	for _, f := range files {
+		var ref factory.ProcessRef
+		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &ref) == nil && runtime.Reap(ref) {
+			w.Log.Warn("killed the processes left by a run this worker ran before it stopped", "run", filepath.Base(filepath.Dir(f)), "pgid", ref.PID)
+		}
+		_ = os.Remove(f)
+	}
 }
 
 // layOut writes the assignment's prompt, attachments and skills' files
