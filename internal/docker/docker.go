@@ -13,9 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	"factory"
@@ -121,8 +118,11 @@ type Turn struct {
 	// container (a run's first turn only), Runner its name.
 	Setup  []string
 	Runner string
+	// ACP, when set, runs the command as an ACP agent: the protocol on
+	// the container's attached stdin and stdout.
+	ACP *runtime.ACPExecutor
 
-	marker string // the line the script prints as the agent starts
+	nonce string // heads the script's own lines: the agent cannot forge them
 }
 
 // Run runs one turn: in the run's container, created on its first turn
@@ -136,8 +136,8 @@ func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) r
 	if len(t.Command) == 0 {
 		return runtime.Result{State: factory.StateError, Message: "the environment has no command"}
 	}
-	t.marker = "factory: agent starting " + factory.NewUID("") // unguessable: the agent cannot print it first
-	if err := b.writeTurn(t); err != nil {
+	t.nonce = "factory:" + factory.NewUID("")
+	if err := writeTurn(t); err != nil {
 		return runtime.Result{State: factory.StateError, Message: "the turn's script: " + err.Error()}
 	}
 	defer os.Remove(filepath.Join(t.Dir, turnEnv)) // the script removes it too, once read
@@ -145,7 +145,10 @@ func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) r
 	if !ok {
 		return res
 	}
-	return b.start(ctx, t, id, events)
+	if t.ACP != nil {
+		return b.runACP(ctx, t, id, events)
+	}
+	return b.runExec(ctx, t, id, events)
 }
 
 // container is the run's container, created (its image pulled first when
@@ -173,7 +176,9 @@ func (b *Backend) container(ctx context.Context, t Turn, events func(runtime.Eve
 	// run's folder is the worker's to read, send and remove.
 	cfg := &container.Config{Image: t.Image, Cmd: []string{"/bin/sh", RunDir + "/" + turnScript}, WorkingDir: Workspace,
 		User:         fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
-		AttachStdout: true, AttachStderr: true, Labels: map[string]string{LabelRun: t.RunID, LabelWorker: b.Worker}}
+		AttachStdout: true, AttachStderr: true, Labels: map[string]string{LabelRun: t.RunID, LabelWorker: b.Worker},
+		// An ACP agent's protocol comes in on stdin, afresh at each start.
+		OpenStdin: t.ACP != nil, AttachStdin: t.ACP != nil, StdinOnce: t.ACP != nil}
 	c, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		return "", runtime.Result{State: factory.StateError, Message: "creating the run's container: " + err.Error()}, false
@@ -200,77 +205,89 @@ func (b *Backend) ensureImage(ctx context.Context, image string, events func(run
 	return nil
 }
 
-// start runs the container once: its output read as the agent's (stdout
-// lines status messages, the end of stderr kept), until it exits or the
-// turn is stopped.
-func (b *Backend) start(ctx context.Context, t Turn, id string, events func(runtime.Event)) runtime.Result {
+// launched is a started turn of a container: its demultiplexed output,
+// its exit.
+type launched struct {
+	att    client.ContainerAttachResult
+	stdout *io.PipeReader
+	copied chan struct{} // the attach stream has been read to its end
+	exited chan struct{}
+	code   int64 // the exit status, once exited is closed (-1: unknown)
+	err    error // why waiting failed, if it did
+}
+
+// launch attaches to the container (stdin too for an ACP agent), then
+// starts it: stdout comes out of the returned pipe, stderr goes to
+// stderr.
+func (b *Backend) launch(ctx context.Context, t Turn, id string, stderr io.Writer) (*launched, error) {
 	bg := context.WithoutCancel(ctx)
-	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
+	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{Stream: true, Stdin: t.ACP != nil, Stdout: true, Stderr: true})
 	if err != nil {
-		return runtime.Result{State: factory.StateError, Message: "attaching to the run's container: " + err.Error()}
+		return nil, fmt.Errorf("attaching to the run's container: %w", err)
 	}
-	defer att.Close()
 	stdoutR, stdoutW := io.Pipe()
-	stderr := &runtime.Tail{Max: runtime.MaxStderr}
-	activity, lines := make(chan struct{}, 1), make(chan struct{})
-	go func() { defer close(lines); runtime.StatusLines(stdoutR, startedBy(t, events), activity) }()
-	go func() { _, err := stdcopy.StdCopy(stdoutW, stderr, att.Reader); stdoutW.CloseWithError(err) }()
+	l := &launched{att: att, stdout: stdoutR, copied: make(chan struct{}), exited: make(chan struct{}), code: -1}
+	go func() {
+		defer close(l.copied)
+		_, err := stdcopy.StdCopy(stdoutW, stderr, att.Reader)
+		stdoutW.CloseWithError(err)
+	}()
 	wait := b.cli.ContainerWait(bg, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 	if _, err := b.cli.ContainerStart(bg, id, client.ContainerStartOptions{}); err != nil {
 		att.Close()
-		<-lines
-		return runtime.Result{State: factory.StateError, Message: "starting the run's container: " + err.Error()}
+		<-l.copied
+		return nil, fmt.Errorf("starting the run's container: %w", err)
 	}
-	var code int64 = -1
-	var waitErr error
-	exited := make(chan struct{})
 	go func() {
-		defer close(exited)
+		defer close(l.exited)
 		select {
 		case r := <-wait.Result:
-			code = r.StatusCode
-		case waitErr = <-wait.Error:
+			l.code = r.StatusCode
+		case l.err = <-wait.Error:
 		}
 	}()
-	drain := func() { <-lines } // the attach stream ends when the container exits
+	return l, nil
+}
+
+// runExec runs a command's turn: stdout lines are status messages, the end
+// of stderr is kept, until it exits or the turn is stopped.
+func (b *Backend) runExec(ctx context.Context, t Turn, id string, events func(runtime.Event)) runtime.Result {
+	stderr := &runtime.Tail{Max: runtime.MaxStderr}
+	l, err := b.launch(ctx, t, id, stderr)
+	if err != nil {
+		return runtime.Result{State: factory.StateError, Message: err.Error()}
+	}
+	defer l.att.Close()
+	activity, lines := make(chan struct{}, 1), make(chan struct{})
+	go func() { defer close(lines); runtime.StatusLines(l.stdout, scriptNotes(t, events), activity) }()
+	drain := func() { <-lines; <-l.copied } // the attach stream ends when the container exits
 	finish := func() runtime.Result {
 		drain()
-		if waitErr != nil {
-			return runtime.Result{State: factory.StateError, Message: "waiting for the run's container: " + waitErr.Error(), Stderr: stderr.String()}
+		if l.err != nil {
+			return runtime.Result{State: factory.StateError, Message: "waiting for the run's container: " + l.err.Error(), Stderr: stderr.String()}
 		}
-		if r, failed := setupFailed(t, int(code)); failed {
+		if r, failed := setupFailed(t, int(l.code)); failed {
 			return r
 		}
-		return runtime.ExitResult(int(code), stderr.String())
+		return runtime.ExitResult(int(l.code), stderr.String())
 	}
 	stop := func(state factory.RunState, msg string) runtime.Result {
-		b.kill(id, "SIGTERM", state)
-		select {
-		case <-exited:
-		case <-time.After(b.grace()):
-			b.kill(id, "SIGKILL", state)
-			<-exited
-		}
+		b.stop(id, l, state)
 		drain()
 		return runtime.Result{State: state, Message: msg, Stderr: stderr.String()}
 	}
-	return runtime.Supervise(ctx, t.Turn, activity, exited, finish, stop)
+	return runtime.Supervise(ctx, t.Turn, activity, l.exited, finish, stop)
 }
 
-// startedBy passes the container's status lines on, but for the line the
-// turn's script prints as the agent starts (after the setup): that one
-// tells the turn's Started, once.
-func startedBy(t Turn, events func(runtime.Event)) func(runtime.Event) {
-	told := false
-	return func(e runtime.Event) {
-		if !told && e.Message == t.marker {
-			told = true
-			if t.Started != nil {
-				t.Started(0) // the container's process is the daemon's: no PID here
-			}
-			return
-		}
-		events(e)
+// stop ends a container's turn: SIGTERM (SIGINT for an interrupt), then
+// SIGKILL after the grace period.
+func (b *Backend) stop(id string, l *launched, state factory.RunState) {
+	b.kill(id, "SIGTERM", state)
+	select {
+	case <-l.exited:
+	case <-time.After(b.grace()):
+		b.kill(id, "SIGKILL", state)
+		<-l.exited
 	}
 }
 
@@ -291,81 +308,3 @@ func (b *Backend) grace() time.Duration {
 	}
 	return 10 * time.Second
 }
-
-// setupFailed reads the status the turn's script left when a setup
-// command failed: which one, and its exit status.
-func setupFailed(t Turn, code int) (runtime.Result, bool) {
-	if code != setupFailure {
-		return runtime.Result{}, false
-	}
-	b, err := os.ReadFile(filepath.Join(t.Dir, setupStatus))
-	if err != nil {
-		return runtime.Result{}, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return runtime.Result{}, false
-	}
-	i, err1 := strconv.Atoi(f[0])
-	status, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || i < 0 || i >= len(t.Setup) {
-		return runtime.Result{}, false
-	}
-	return runtime.SetupFailed(i, t.Setup[i], t.Runner, fmt.Sprintf("exited with status %d", status), logTail(filepath.Join(t.Dir, setupLog))), true
-}
-
-func logTail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > runtime.SetupOutputLimit {
-		b = b[len(b)-runtime.SetupOutputLimit:]
-	}
-	return string(b)
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// writeTurn writes the turn's environment and script into the run's
-// folder: the script reads the environment (and removes it: it may hold
-// granted secrets), runs the setup commands, then becomes the agent, the
-// prompt on its stdin.
-func (b *Backend) writeTurn(t Turn) error {
-	var env strings.Builder
-	vars := append(append([]string{}, t.Env...),
-		"FACTORY_RUN_ID="+t.RunID, "FACTORY_PROMPT_FILE="+Workspace+"/PROMPT.md", "FACTORY_ATTACHMENTS_DIR="+Workspace+"/attachments",
-		"FACTORY_FOLLOWUP="+t.FollowUp, "FACTORY_OUTPUT_DIR="+OutputDir)
-	for _, kv := range vars {
-		k, v, _ := strings.Cut(kv, "=")
-		if envName.MatchString(k) {
-			fmt.Fprintf(&env, "export %s=%s\n", k, Quote(v))
-		}
-	}
-	var sh strings.Builder
-	fmt.Fprintf(&sh, "# Turn of run %s, written by its worker.\n", t.RunID)
-	fmt.Fprintf(&sh, ". %s/%s && rm -f %s/%s\n", RunDir, turnEnv, RunDir, turnEnv)
-	for i, c := range t.Setup {
-		fmt.Fprintf(&sh, "printf '%%s\\n' %s\n", Quote(runtime.SetupMessage(i, t.Setup)))
-		fmt.Fprintf(&sh, "/bin/sh -c %s </dev/null >>%s/%s 2>&1\n", Quote(c), RunDir, setupLog)
-		fmt.Fprintf(&sh, "s=$?; if [ $s -ne 0 ]; then echo \"%d $s\" >%s/%s; exit %d; fi\n", i, RunDir, setupStatus, setupFailure)
-	}
-	fmt.Fprintf(&sh, "printf '%%s\\n' %s\n", Quote(t.marker))
-	sh.WriteString("exec")
-	for _, a := range t.Command {
-		sh.WriteString(" " + Quote(a))
-	}
-	fmt.Fprintf(&sh, " <%s/PROMPT.md\n", Workspace)
-	_ = os.Remove(filepath.Join(t.Dir, setupStatus))
-	if len(t.Setup) > 0 {
-		_ = os.Remove(filepath.Join(t.Dir, setupLog))
-	}
-	if err := os.WriteFile(filepath.Join(t.Dir, turnEnv), []byte(env.String()), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(t.Dir, turnScript), []byte(sh.String()), 0o600)
-}
-
-// Quote makes s one word of a POSIX shell, whatever it holds.
-func Quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func ptr[T any](v T) *T { return &v }

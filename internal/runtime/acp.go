@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,22 +61,47 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
 	defer proc.close()
-	s := &acpTurn{ctx: ctx, t: t, proc: proc, grace: e.Grace, initTimeout: e.InitTimeout,
-		cl: &acpClient{workspace: t.Workspace, events: events, activity: make(chan struct{}, 1), allow: e.Permissions != "deny"}}
+	var waitErr error
+	exited := waitExit(proc, &waitErr)
+	return e.Drive(ctx, t, &AgentStream{Stdin: toAgent, Stdout: proc.stdout, Stderr: proc.stderr, Exited: exited,
+		ExitErr: func() error { return waitErr }}, events)
+}
+
+// AgentStream is a started ACP agent as Drive needs it: the protocol on
+// its stdin and stdout, the end of its stderr, its exit.
+type AgentStream struct {
+	Stdin   io.WriteCloser
+	Stdout  io.Reader
+	Stderr  *Tail
+	Exited  <-chan struct{} // closed when the agent has exited
+	ExitErr func() error    // why it exited, once Exited is closed
+	// Workspace is the turn's workspace as the agent sees it, when not
+	// at the turn's path (a container's mount): the session's directory,
+	// and where the agent's file requests are read from.
+	Workspace string
+}
+
+// Drive runs one turn of an agent started elsewhere (a container): the
+// handshake, then the prompt, supervised as Run's. Whoever started the
+// agent stops what is left of it after.
+func (e *ACPExecutor) Drive(ctx context.Context, t Turn, agent *AgentStream, events func(Event)) Result {
+	s := &acpTurn{ctx: ctx, t: t, agent: agent, grace: e.Grace, initTimeout: e.InitTimeout,
+		cl: &acpClient{workspace: t.Workspace, agentWorkspace: agent.Workspace, events: events, activity: make(chan struct{}, 1),
+			allow: e.Permissions != "deny"}}
 	if s.grace == 0 {
 		s.grace = 10 * time.Second
 	}
 	if s.initTimeout == 0 {
 		s.initTimeout = 30 * time.Second
 	}
-	s.exited = waitExit(proc, &s.waitErr)
+	s.exited = agent.Exited
 	// The connection's own diagnostics (a closed pipe at every turn's end)
 	// are not the server's news: what matters reaches the run's result.
 	// The library reads its logger from its receive goroutine, which starts
 	// with the connection: the gate holds that goroutine's first read until
 	// the logger is set, so that the two do not race.
-	gate := &gatedReader{r: proc.stdout, open: make(chan struct{})}
-	s.conn = acp.NewClientSideConnection(s.cl, toAgent, gate)
+	gate := &gatedReader{r: agent.Stdout, open: make(chan struct{})}
+	s.conn = acp.NewClientSideConnection(s.cl, agent.Stdin, gate)
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	close(gate.open)
 	if res, ok := s.handshake(); !ok {
@@ -90,20 +116,19 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 type acpTurn struct {
 	ctx                context.Context
 	t                  Turn
-	proc               *agentProcess
+	agent              *AgentStream
 	conn               *acp.ClientSideConnection
 	cl                 *acpClient
 	grace, initTimeout time.Duration
 	session            acp.SessionId
 
-	exited  <-chan struct{} // closed when the agent's process has exited
-	waitErr error           // its exit error, once exited is closed
+	exited <-chan struct{} // closed when the agent's process has exited
 }
 
 // result ends the turn: the agent's text not yet reported is reported.
 func (s *acpTurn) result(state factory.RunState, msg string) Result {
 	s.cl.flush()
-	return Result{State: state, Message: msg, Stderr: s.proc.stderr.String()}
+	return Result{State: state, Message: msg, Stderr: s.agent.Stderr.String()}
 }
 
 // died is the result of a turn whose agent exited before ending it.
@@ -112,7 +137,7 @@ func (s *acpTurn) died(err error) Result {
 	if err != nil {
 		msg += ": " + err.Error()
 	}
-	if last := lastLine(s.proc.stderr.String()); last != "" {
+	if last := lastLine(s.agent.Stderr.String()); last != "" {
 		msg += ": " + last
 	}
 	return s.result(factory.StateError, msg)
@@ -157,7 +182,7 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 			return err
 		}},
 		{"could not open a session", func(c context.Context) error {
-			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: s.t.Workspace, McpServers: mcpServers(s.t.MCPServers)})
+			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: cmp.Or(s.agent.Workspace, s.t.Workspace), McpServers: mcpServers(s.t.MCPServers)})
 			s.session = r.SessionId
 			return err
 		}},
@@ -206,12 +231,12 @@ func (s *acpTurn) prompt() Result {
 		select {
 		case <-answered:
 		default:
-			return s.died(s.waitErr) // exited without answering
+			return s.died(s.agent.ExitErr()) // exited without answering
 		}
 		if promptErr != nil {
 			select {
 			case <-s.exited:
-				return s.died(s.waitErr)
+				return s.died(s.agent.ExitErr())
 			case <-time.After(100 * time.Millisecond):
 			}
 			return s.result(factory.StateFailed, "the agent answered the prompt with an error: "+promptErr.Error())
@@ -242,10 +267,11 @@ func (s *acpTurn) prompt() Result {
 // into status messages, answers permission requests by the environment's
 // policy, and lets the agent read and write files in the workspace only.
 type acpClient struct {
-	workspace string
-	events    func(Event)
-	activity  chan struct{}
-	allow     bool
+	workspace      string
+	agentWorkspace string // the workspace as the agent sees it, if elsewhere
+	events         func(Event)
+	activity       chan struct{}
+	allow          bool
 
 	mu    sync.Mutex
 	text  strings.Builder    // agent message text not yet ended by a newline
@@ -381,6 +407,9 @@ func (c *acpClient) inside(path string) (string, error) {
 	bases := []string{filepath.Clean(c.workspace)}
 	if real, err := filepath.EvalSymlinks(c.workspace); err == nil {
 		bases = append(bases, real)
+	}
+	if c.agentWorkspace != "" {
+		bases = append(bases, filepath.Clean(c.agentWorkspace))
 	}
 	for _, base := range bases {
 		if rel, err := filepath.Rel(base, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {

@@ -45,6 +45,11 @@ func Supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 	}
 }
 
+// StoppedBy is how a turn whose context was cancelled ends: BLOCKED by an
+// interrupt, else CANCELLED (for an executor that stops a turn outside
+// Supervise).
+func StoppedBy(ctx context.Context) (factory.RunState, string) { return stoppedBy(ctx) }
+
 // stoppedBy is how a turn whose context was cancelled ends: BLOCKED by an
 // interrupt, else CANCELLED.
 func stoppedBy(ctx context.Context) (factory.RunState, string) {

@@ -28,7 +28,10 @@ func Factory(t testing.TB) string {
 			return
 		}
 		path = filepath.Join(dir, "factory")
+		// Static (no cgo): the docker backend's tests run it inside a
+		// container of an image with no C library.
 		cmd := exec.Command("go", "build", "-o", path, "factory/cmd/factory")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, e := cmd.CombinedOutput(); e != nil {
 			err = fmt.Errorf("build: %v\n%s", e, out)
 		}

@@ -98,7 +98,10 @@ func TestRemoteExecutors(t *testing.T) {
 	if _, ok := envs["as-bob"].Executor.(*runtime.ExecExecutor); !ok {
 		t.Errorf("an environment with a user went to workers: %#v", envs["as-bob"].Executor)
 	}
-	if got := ownCommand([]string{SelfCommand, "demo-agent"}); got[0] != self {
+	if got := ownCommand([]string{SelfCommand, "demo-agent"}, false); got[0] != self {
+		t.Errorf("ownCommand: %v", got)
+	}
+	if got := ownCommand([]string{SelfCommand, "demo-agent"}, true); got[0] != "factory" {
 		t.Errorf("ownCommand: %v", got)
 	}
 }

@@ -176,3 +176,45 @@ func TestACPOnWorker(t *testing.T) {
 		t.Fatalf("milestones: %s", got)
 	}
 }
+
+// TestDockerACP: an ACP agent in a container: the demo agent (a static
+// factory in the image) speaks ACP over the container's attached stdin and
+// stdout; it writes SUMMARY.md through the worker (its path in the
+// container mapped to the workspace), its artifacts and pull request come
+// back; a follow-up starts the same container with a fresh stdin.
+func TestDockerACP(t *testing.T) {
+	image := dockertest.ImageWith(t, "factory-test/demo-agent:1", map[string]string{"bin/factory": binary(t)})
+	cl := controlPlaneWith(t, 2*time.Second, "  demo:\n    executor: acp\n    command: ["+binary(t)+", demo-agent, --acp]\n")
+	data := filepath.Join(t.TempDir(), "boxer")
+	w := cl.workerIn(t, "boxer", data, 2, "--backend", "docker", "--docker-network", "none", "--docker-image", image)
+	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "Open a pull request, please.",
+		Config: map[string]any{"environment_id": "demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor.UID != "boxer" {
+		t.Fatalf("%s (%s) on %+v\n%s", r.State, statusOf(r), r.Executor, w.log())
+	}
+	summary, err := os.ReadFile(filepath.Join(data, "runs", created.RunID, "workspace", "SUMMARY.md"))
+	if err != nil || !strings.Contains(string(summary), "Open a pull request") {
+		t.Fatalf("SUMMARY.md in the worker's workspace: %q %v", summary, err)
+	}
+	types := map[factory.ArtifactType]int{}
+	for _, a := range r.Artifacts {
+		types[a.Type]++
+	}
+	if types[factory.ArtifactFile] != 1 || types[factory.ArtifactPullRequest] != 1 {
+		t.Fatalf("artifacts: %+v", r.Artifacts)
+	}
+	if err := cl.c.Do(context.Background(), "POST", "/v1/agent/runs/"+created.RunID+"/followups", strings.NewReader(`{"message":"And the changelog."}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	r = cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool {
+		return r.State.Terminal() && strings.Count(w.log(), "run ended") == 2
+	})
+	summary, _ = os.ReadFile(filepath.Join(data, "runs", created.RunID, "workspace", "SUMMARY.md"))
+	if r.State != factory.StateSucceeded || !strings.Contains(string(summary), "And the changelog.") {
+		t.Fatalf("follow-up: %s (%s); SUMMARY.md %q", r.State, statusOf(r), summary)
+	}
+}

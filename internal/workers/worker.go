@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -258,7 +259,7 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
 		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout,
 		MCPServers: a.MCPServers}
-	command := ownCommand(a.Command)
+	command := ownCommand(a.Command, w.Docker != nil)
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
@@ -274,16 +275,13 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 		}
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
 	}
+	var acp *runtime.ACPExecutor
+	if a.Executor == ExecutorACP {
+		acp = &runtime.ACPExecutor{Command: command, Permissions: a.Permissions}
+	}
 	if w.Docker != nil {
-		if a.Executor == ExecutorACP {
-			return runtime.Result{State: factory.StateFailed, Code: runtime.CodeEnvironmentSetupFailed,
-				Message: "the docker backend runs exec environments: an ACP agent needs a worker with the direct backend (workerHost names one)"}, ""
-		}
-		image := a.Image
-		if image == "" {
-			image = w.DockerImage
-		}
-		ct := docker.Turn{Turn: turn, Dir: base, Command: command, Image: image, Shape: a.Shape, Setup: a.Setup, Runner: a.Runner}
+		ct := docker.Turn{Turn: turn, Dir: base, Command: command, Image: cmp.Or(a.Image, w.DockerImage), Shape: a.Shape, Setup: a.Setup,
+			Runner: a.Runner, ACP: acp}
 		return w.Docker.Run(ctx, ct, events), out
 	}
 	if len(a.Setup) > 0 {
@@ -291,17 +289,20 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 			return res, out
 		}
 	}
-	var ex runtime.Executor = &runtime.ExecExecutor{Command: command}
-	if a.Executor == ExecutorACP {
-		ex = &runtime.ACPExecutor{Command: command, Permissions: a.Permissions}
+	if acp != nil {
+		return acp.Run(ctx, turn, events), out
 	}
-	return ex.Run(ctx, turn, events), out
+	return (&runtime.ExecExecutor{Command: command}).Run(ctx, turn, events), out
 }
 
-// ownCommand is an assignment's command with SelfCommand as this binary.
-func ownCommand(command []string) []string {
+// ownCommand is an assignment's command with SelfCommand as this binary,
+// or, in a container, the factory on the image's PATH.
+func ownCommand(command []string, inContainer bool) []string {
 	if len(command) == 0 || command[0] != SelfCommand {
 		return command
+	}
+	if inContainer {
+		return append([]string{"factory"}, command[1:]...)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -36,7 +36,7 @@ func Need(t testing.TB) {
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		t.Skipf("the docker backend's tests need a Docker daemon (make test starts one where it can: as root, with apt-get): none answers at %s: %v", cli.DaemonHost(), err)
 	}
-	if err := importBusybox(ctx, cli); err != nil {
+	if err := importBusybox(ctx, cli, Image, nil); err != nil {
 		t.Skipf("the docker backend's tests need a static busybox to make their image (apt-get install busybox-static): %v", err)
 	}
 	once.Do(func() { runs = canRun(ctx, cli) })
@@ -74,9 +74,27 @@ func canRun(ctx context.Context, cli *client.Client) error {
 	}
 }
 
-// importBusybox makes Image of one static busybox and its applets' links.
-func importBusybox(ctx context.Context, cli *client.Client) error {
-	if _, err := cli.ImageInspect(ctx, Image); err == nil {
+// ImageWith is Image with more files (path in the image → file on this
+// machine), made as the image ref: an agent's binary, say. It skips the
+// test as Need does.
+func ImageWith(t testing.TB, ref string, files map[string]string) string {
+	t.Helper()
+	Need(t)
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := importBusybox(context.Background(), cli, ref, files); err != nil {
+		t.Fatalf("making image %s: %v", ref, err)
+	}
+	return ref
+}
+
+// importBusybox makes ref of one static busybox, its applets' links, and
+// the files.
+func importBusybox(ctx context.Context, cli *client.Client, ref string, files map[string]string) error {
+	if _, err := cli.ImageInspect(ctx, ref); err == nil && len(files) == 0 {
 		return nil
 	}
 	bin, err := os.ReadFile("/bin/busybox")
@@ -96,10 +114,18 @@ func importBusybox(ctx context.Context, cli *client.Client) error {
 	for _, applet := range []string{"sh", "cat", "echo", "env", "sleep", "mkdir", "printf", "ls", "grep", "test", "true", "false"} {
 		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox"})
 	}
+	for name, from := range files {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(b))})
+		_, _ = tw.Write(b)
+	}
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, Image, client.ImageImportOptions{})
+	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
 	if err != nil {
 		return err
 	}
