@@ -61,11 +61,11 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	if o.wait {
 		sts, waitErr = a.waitReady(cmd, o, sts)
 	}
-	ws := a.statusWorkers(cmd.Context())
+	ws, natsURL := a.statusWorkers(cmd.Context())
 	if o.output == "json" {
 		out := map[string]any{"factories": sts}
 		if ws != nil {
-			out["workers"] = ws
+			out["workers"], out["nats_url"] = ws, natsURL
 		}
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
@@ -81,31 +81,35 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		}
 		printStatus(a.stdout, s)
 	}
-	printWorkers(a.stdout, ws)
+	printWorkers(a.stdout, ws, natsURL)
 	return waitErr
 }
 
 // statusWorkers are the workers of the server status goes through, when it
 // runs workers and the key may list them; else nil.
-func (a *app) statusWorkers(ctx context.Context) []workers.WorkerInfo {
+func (a *app) statusWorkers(ctx context.Context) ([]workers.WorkerInfo, string) {
 	c := a.remote()
 	if c == nil {
-		return nil
+		return nil, ""
 	}
 	var out struct {
 		Workers []workers.WorkerInfo `json:"workers"`
+		NATS    string               `json:"nats_url"`
 	}
 	if err := c.Do(ctx, "GET", "/v1/admin/workers", nil, &out, client.WithMaxRetries(0)); err != nil {
-		return nil
+		return nil, ""
 	}
-	return out.Workers
+	return out.Workers, out.NATS
 }
 
-func printWorkers(w io.Writer, ws []workers.WorkerInfo) {
-	if len(ws) == 0 {
+func printWorkers(w io.Writer, ws []workers.WorkerInfo, natsURL string) {
+	if len(ws) == 0 && natsURL == "" {
 		return
 	}
-	fmt.Fprintln(w, "\nWorkers:")
+	fmt.Fprintf(w, "\nWorkers (NATS %s):\n", natsURL)
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "  none yet: factory workers create NAME")
+	}
 	for _, x := range ws {
 		state := "not connected"
 		if x.Connected {

@@ -143,12 +143,18 @@ const ServerFile = "server.json"
 type Info struct {
 	URL string `json:"url"`
 	PID int    `json:"pid"`
+	// NATS is the URL workers connect to, when the server runs workers.
+	NATS string `json:"nats_url,omitempty"`
 }
 
 // Run serves on ln and keeps every factory reconciled until ctx ends; then
 // it stops the runners and shuts the listener down gracefully.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	info, _ := json.Marshal(Info{URL: "http://" + ln.Addr().String(), PID: os.Getpid()})
+	in := Info{URL: "http://" + ln.Addr().String(), PID: os.Getpid()}
+	if s.cfg.Workers != nil {
+		in.NATS = s.cfg.Workers.URL
+	}
+	info, _ := json.Marshal(in)
 	infoPath := filepath.Join(s.store.Dir(), ServerFile)
 	if err := os.WriteFile(infoPath, info, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", infoPath, err)

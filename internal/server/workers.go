@@ -40,7 +40,7 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws, "nats_url": s.cfg.Workers.URL})
 	return nil
 }
 

@@ -489,9 +489,14 @@ func TestStatusShowsWorkers(t *testing.T) {
 		cmd.Env = append(os.Environ(), "FACTORY_API_KEY="+cl.adminKey)
 		out, err := cmd.CombinedOutput()
 		want := map[string]string{"text": "w1: connected, 0 runs, heard", "json": `"name": "w1"`}[output]
-		if err != nil || !strings.Contains(string(out), want) {
+		nats := map[string]string{"text": "Workers (NATS nats://127.0.0.1:", "json": `"nats_url": "nats://127.0.0.1:`}[output]
+		if err != nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), nats) {
 			t.Fatalf("status --output %s: %v\n%s", output, err, out)
 		}
+	}
+	info, err := os.ReadFile(filepath.Join(cl.data, "server.json"))
+	if err != nil || !strings.Contains(string(info), `"nats_url":"nats://127.0.0.1:`) {
+		t.Fatalf("server.json: %s %v", info, err)
 	}
 }
 
