@@ -138,7 +138,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	cp, err := startControlPlane(cmd.Context(), &o.workers, s, a.dataDir(), log)
+	cp, err := startControlPlane(cmd.Context(), &o.workers, s, kr, a.dataDir(), log)
 	if err != nil {
 		ln.Close()
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"factory/internal/runtime"
+	"factory/internal/secrets"
 	"factory/internal/store"
 	"factory/internal/workers"
 )
@@ -53,14 +55,15 @@ func natsAuthFlags(f *pflag.FlagSet, c *workers.Credentials, prefix string) {
 
 // startControlPlane starts the workers' control plane when --nats-listen
 // or --nats asks for it (else nil).
-func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, dataDir string, log *slog.Logger) (*controlPlane, error) {
+func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger) (*controlPlane, error) {
 	if o.natsListen == "" && o.natsURL == "" {
 		return nil, nil
 	}
 	if o.natsListen != "" && o.natsURL != "" {
 		return nil, errors.New("--nats-listen and --nats: one NATS server, embedded or a cluster's, not both")
 	}
-	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, URL: o.natsURL, Auth: o.natsAuth, Lease: o.lease,
+	key := base64.StdEncoding.EncodeToString(kr.Derive("the embedded NATS server's store"))
+	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, URL: o.natsURL, Auth: o.natsAuth, StoreKey: key, Lease: o.lease,
 		LocalWorker: !o.noLocal, LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,9 @@ package secrets
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -26,7 +28,10 @@ const KeyEnv = "FACTORY_SECRETS_KEY"
 const KeyFile = "secrets.key"
 
 // Keyring seals and opens secret values.
-type Keyring struct{ aead cipher.AEAD }
+type Keyring struct {
+	aead cipher.AEAD
+	key  []byte
+}
 
 // LoadKeyring reads the key from the environment or the data directory,
 // generating the file on first use.
@@ -79,7 +84,16 @@ func LoadKeyring(dataDir string) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyring{aead: aead}, nil
+	return &Keyring{aead: aead, key: key}, nil
+}
+
+// Derive is a key for another purpose, made from the keyring's (HMAC-SHA256
+// of the purpose): the embedded NATS server's encryption at rest, say.
+// Different purposes give unrelated keys; none reveals the keyring's.
+func (k *Keyring) Derive(purpose string) []byte {
+	m := hmac.New(sha256.New, k.key)
+	m.Write([]byte("factory key for " + purpose))
+	return m.Sum(nil)
 }
 
 // Seal encrypts a value. The secret's name is bound in as additional data,

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ func TestWorkerPermissions(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	reg := &workers.Registry{Store: s}
-	emb, err := workers.StartEmbedded(dir, addr, &workers.Accounts{Worker: reg.Lookup}, "control-password")
+	emb, err := workers.StartEmbedded(dir, addr, &workers.Accounts{Worker: reg.Lookup}, "control-password", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +151,45 @@ func drain(ch chan error) {
 		case <-ch:
 		default:
 			return
+		}
+	}
+}
+
+// TestStoreEncryptedAtRest: with a key, nothing an assignment holds (a
+// granted secret, say) is on disk in the clear; without one it would be
+// (the control that shows the search finds it).
+func TestStoreEncryptedAtRest(t *testing.T) {
+	for _, key := range []string{"", "c2VjcmV0LWtleS1mb3ItdGhlLXN0b3JlLWF0LXJlc3Q="} {
+		dir := t.TempDir()
+		emb, err := workers.StartEmbedded(dir, "127.0.0.1:0", &workers.Accounts{Worker: func(string) ([]byte, bool) { return nil, false }}, "pw", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := workers.Connect(emb.URL, emb.Own, "control plane")
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := workers.Setup(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, "factory.runs.any", []byte(`{"env":["GH_TOKEN=ghp_the-secret-value-at-rest"]}`)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		nc.Close()
+		emb.Shutdown()
+		found := false
+		_ = filepath.WalkDir(filepath.Join(dir, "nats"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				b, _ := os.ReadFile(p)
+				found = found || bytes.Contains(b, []byte("the-secret-value-at-rest"))
+			}
+			return nil
+		})
+		if found != (key == "") {
+			t.Errorf("key %q: the secret is on disk in the clear: %v", key, found)
 		}
 	}
 }

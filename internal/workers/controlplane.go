@@ -33,8 +33,10 @@ type Options struct {
 	Listen string // the embedded NATS server's address
 	// URL is a NATS cluster of its own to use instead (with JetStream),
 	// Auth the control plane's credentials there.
-	URL          string
-	Auth         Credentials
+	URL  string
+	Auth Credentials
+	// StoreKey encrypts the embedded server's JetStream store at rest.
+	StoreKey     string
 	Lease        time.Duration // a quiet worker loses its run after this long
 	LocalWorker  bool          // run a worker in this process
 	LocalMaxRuns int
@@ -49,7 +51,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	auth.User = ControlUser
 	if o.URL == "" {
 		var err error
-		if emb, err = StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup}, factory.NewUID("np_")); err != nil {
+		if emb, err = StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup}, factory.NewUID("np_"), o.StoreKey); err != nil {
 			return nil, err
 		}
 		url, auth = emb.URL, emb.Own

@@ -170,7 +170,11 @@ type Embedded struct {
 // storage under dataDir/nats, every write synced before it is
 // acknowledged, listening on listen (host:port; loopback unless the
 // operator says otherwise).
-func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword string) (*Embedded, error) {
+//
+// With a storeKey, what JetStream keeps on disk (assignments hold the
+// agents' environments, granted secrets included) is encrypted with it
+// (AES-GCM); a store written without one is converted.
+func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword, storeKey string) (*Embedded, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen %q: %w", listen, err)
@@ -185,7 +189,10 @@ func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword strin
 	opts := &server.Options{
 		ServerName: "factory", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(dataDir, "nats"),
 		SyncAlways: true, SyncInterval: time.Minute, NoSigs: true, MaxPayload: 8 << 20,
-		CustomClientAuthentication: accounts,
+		CustomClientAuthentication: accounts, JetStreamKey: storeKey, JetStreamCipher: server.AES,
+	}
+	if port == 0 {
+		opts.Port = server.RANDOM_PORT // 0 is NATS's default port, 4222: ":0" means any here, as for a listener
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
