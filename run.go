@@ -412,23 +412,32 @@ type TimelineEvent struct {
 func Timeline(runID string, events []*RunEvent) []TimelineEvent {
 	out := make([]TimelineEvent, 0, len(events))
 	for i, e := range events {
-		if e.Kind == "dispatched" {
-			continue // the server's own step: the turn handed to a worker's queue
+		if te, ok := TimelineEntry(runID, i, e); ok {
+			out = append(out, te)
 		}
-		te := TimelineEvent{EventType: eventType(e), EventUUID: eventUUID(runID, i), OccurredAt: e.Time, RunID: runID, RunEvent: *e}
-		te.Payload = map[string]any{}
-		if e.Message != "" {
-			te.Payload["message"] = e.Message
-		}
-		if e.State != "" {
-			te.Payload["state"] = e.State
-		}
-		if len(te.Payload) == 0 {
-			te.Payload = nil
-		}
-		out = append(out, te)
 	}
 	return out
+}
+
+// TimelineEntry is the run's event at position i as a timeline entry;
+// false for the server's own steps that the timeline does not show (a
+// turn handed to the workers' queue: dispatched).
+func TimelineEntry(runID string, i int, e *RunEvent) (TimelineEvent, bool) {
+	if e.Kind == "dispatched" {
+		return TimelineEvent{}, false
+	}
+	te := TimelineEvent{EventType: eventType(e), EventUUID: eventUUID(runID, i), OccurredAt: e.Time, RunID: runID, RunEvent: *e}
+	te.Payload = map[string]any{}
+	if e.Message != "" {
+		te.Payload["message"] = e.Message
+	}
+	if e.State != "" {
+		te.Payload["state"] = e.State
+	}
+	if len(te.Payload) == 0 {
+		te.Payload = nil
+	}
+	return te, true
 }
 
 func eventType(e *RunEvent) string {

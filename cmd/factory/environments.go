@@ -44,6 +44,16 @@ type environmentConfig struct {
 // runManager builds the run manager of a server from its configuration:
 // the environments it defines, or the built-in demo environment.
 // remote, when set, changes environments to run on workers.
+// maxConcurrentRuns is runtime.maxConcurrentRuns, or the run manager's
+// default (4); a configuration that does not read is runManager's to say.
+func maxConcurrentRuns(cfg *server.FileConfig) int {
+	var rc runtimeConfig
+	if json.Unmarshal(cfg.Runtime, &rc) != nil || rc.MaxConcurrentRuns <= 0 {
+		return 4
+	}
+	return rc.MaxConcurrentRuns
+}
+
 func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger, remote func(map[string]runtime.Environment)) (*runtime.Manager, error) {
 	var rc runtimeConfig
 	if len(cfg.Runtime) > 0 {

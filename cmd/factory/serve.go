@@ -138,7 +138,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	cp, err := startControlPlane(cmd.Context(), &o.workers, s, kr, a.dataDir(), log)
+	o.workers.listenSet = cmd.Flags().Changed("nats-listen")
+	cp, err := startControlPlane(cmd.Context(), &o.workers, maxConcurrentRuns(cfg), s, kr, a.dataDir(), log)
 	if err != nil {
 		ln.Close()
 		return err

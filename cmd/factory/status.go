@@ -108,7 +108,7 @@ func printWorkers(w io.Writer, ws []workers.WorkerInfo, natsURL string) {
 	}
 	fmt.Fprintf(w, "\nWorkers (NATS %s):\n", natsURL)
 	if len(ws) == 0 {
-		fmt.Fprintln(w, "  none yet: factory workers create NAME")
+		fmt.Fprintln(w, "  none registered (factory workers create NAME)")
 	}
 	for _, x := range ws {
 		state := "not connected"

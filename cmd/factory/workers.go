@@ -29,6 +29,7 @@ import (
 // workersOpts are serve's flags for workers (docs/spec/workers.md).
 type workersOpts struct {
 	natsListen   string
+	listenSet    bool // --nats-listen was given
 	natsURL      string
 	natsAuth     workers.Credentials
 	lease        time.Duration
@@ -36,14 +37,19 @@ type workersOpts struct {
 	localMaxRuns int
 }
 
+// DefaultNATSListen is where the embedded NATS server listens unless told
+// otherwise: loopback, the same address at every start (workers
+// reconnect to it).
+const DefaultNATSListen = "127.0.0.1:4222"
+
 func (o *workersOpts) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.natsListen, "nats-listen", "", "run an embedded NATS JetStream server on this address (e.g. 127.0.0.1:4222) and execute the runs on workers through it")
+	f.StringVar(&o.natsListen, "nats-listen", DefaultNATSListen, "the embedded NATS JetStream server's address, through which runs go to workers (the in-process one by default); off: none, every run in this process")
 	f.StringVar(&o.natsURL, "nats", "", "use this NATS cluster (with JetStream) instead of an embedded server: nats://[user:password@]host:port")
 	natsAuthFlags(f, &o.natsAuth, "with --nats: ")
 	f.DurationVar(&o.lease, "lease", 10*time.Second, "with workers: a worker that sends nothing for this long loses its run (ERROR, retryable)")
 	f.BoolVar(&o.noLocal, "no-local-worker", false, "with workers: run no worker in this process (runs then wait for a worker elsewhere)")
-	f.IntVar(&o.localMaxRuns, "local-max-runs", 4, "with workers: how many runs the in-process worker runs at once")
+	f.IntVar(&o.localMaxRuns, "local-max-runs", 0, "with workers: how many runs the in-process worker runs at once (default: runtime.maxConcurrentRuns)")
 }
 
 // natsAuthFlags are the flags of credentials made by a NATS cluster's
@@ -53,18 +59,32 @@ func natsAuthFlags(f *pflag.FlagSet, c *workers.Credentials, prefix string) {
 	f.StringVar(&c.NkeyFile, "nats-nkey", "", prefix+"an nkey seed file of the cluster's operator")
 }
 
-// startControlPlane starts the workers' control plane when --nats-listen
-// or --nats asks for it (else nil).
-func startControlPlane(ctx context.Context, o *workersOpts, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger) (*controlPlane, error) {
-	if o.natsListen == "" && o.natsURL == "" {
+// startControlPlane starts the workers' control plane: on the embedded
+// NATS server (by default), or on a cluster's (--nats); nil with
+// --nats-listen off.
+func startControlPlane(ctx context.Context, o *workersOpts, maxRuns int, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger) (*controlPlane, error) {
+	listen := o.natsListen
+	if listen == "off" || listen == "" {
+		if o.natsURL != "" {
+			return nil, errors.New("--nats-listen off and --nats: --nats alone uses a cluster of your own")
+		}
 		return nil, nil
 	}
-	if o.natsListen != "" && o.natsURL != "" {
-		return nil, errors.New("--nats-listen and --nats: one NATS server, embedded or a cluster's, not both")
+	if o.natsURL != "" {
+		if o.listenSet {
+			return nil, errors.New("--nats-listen and --nats: one NATS server, embedded or a cluster's, not both")
+		}
+		listen = ""
+	}
+	if o.localMaxRuns <= 0 {
+		o.localMaxRuns = maxRuns
 	}
 	key := base64.StdEncoding.EncodeToString(kr.Derive("the embedded NATS server's store"))
-	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: o.natsListen, URL: o.natsURL, Auth: o.natsAuth, StoreKey: key, Lease: o.lease,
+	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: listen, URL: o.natsURL, Auth: o.natsAuth, StoreKey: key, Lease: o.lease,
 		LocalWorker: !o.noLocal, LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
+	if err != nil && listen == DefaultNATSListen && !o.listenSet {
+		return nil, fmt.Errorf("%w\n(another server on this machine? give it --nats-listen ADDR, or --nats-listen off to run every run in this process)", err)
+	}
 	if err != nil {
 		return nil, err
 	}

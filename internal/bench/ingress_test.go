@@ -188,7 +188,7 @@ func serveBinary(b *testing.B, bin, dir string) (base string, stop func()) {
 	}
 	run(benchToken, "secrets", "create", "tok", "--from-stdin")
 	run("", "webhooks", "import", "bench/hook", "--uid", benchUID)
-	srv := exec.Command(bin, "--data", data, "serve", "--source", repo, "--name", "bench", "--listen", "127.0.0.1:0", "--ingress-rate-limit", "-1")
+	srv := exec.Command(bin, "--data", data, "serve", "--source", repo, "--name", "bench", "--listen", "127.0.0.1:0", "--nats-listen", "off", "--ingress-rate-limit", "-1")
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -728,7 +728,11 @@ func (m *Manager) start(id string) (*factory.Run, Turn, error) {
 	if err != nil || !started {
 		return nil, turn, err
 	}
-	m.logRun(r, "run started")
+	if turn.Attempt != "" {
+		m.logRun(r, "run queued for a worker")
+	} else {
+		m.logRun(r, "run started")
+	}
 	return r, turn, nil
 }
 
@@ -766,7 +770,8 @@ func (m *Manager) report(id string, e Event) {
 // started. A step of a turn that is not the run's current one changes
 // nothing.
 func (m *Manager) phase(id string, e Event) {
-	_, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+	changed := false
+	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
 		now := time.Now().UTC()
 		switch {
 		case e.Phase == PhaseClaimed && r.State == factory.StateQueued && r.RemoteTurn != "":
@@ -781,11 +786,16 @@ func (m *Manager) phase(id string, e Event) {
 		default:
 			return store.ErrNoChange
 		}
-		r.UpdatedAt = now
+		r.UpdatedAt, changed = now, true
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		m.cfg.Log.Error("recording a run's step", "run", id, "step", e.Phase, "err", err)
+	case changed && e.Phase == PhaseClaimed:
+		m.logRun(r, "run claimed", "worker", r.Worker)
+	case changed:
+		m.logRun(r, "run started", "worker", r.Worker)
 	}
 }
 

@@ -83,19 +83,24 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // sendEvents writes the run's timeline events from position next on, and
-// returns the position after the last one written.
+// returns the position after the last one written. A position is the
+// event's place among all the run's events (an event the timeline does not
+// show is passed over): IDs stay the same at every read.
 func (s *Server) sendEvents(w http.ResponseWriter, run *factory.Run, next int) (int, error) {
 	events, err := s.store.RunEvents(run.ID)
 	if err != nil {
 		return next, err
 	}
-	timeline := factory.Timeline(run.ID, events)
-	for ; next < len(timeline); next++ {
-		b, err := json.Marshal(timeline[next])
+	for ; next < len(events); next++ {
+		te, ok := factory.TimelineEntry(run.ID, next, events[next])
+		if !ok {
+			continue
+		}
+		b, err := json.Marshal(te)
 		if err != nil {
 			return next, err
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", next, timeline[next].EventType, b); err != nil {
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", next, te.EventType, b); err != nil {
 			return next, err
 		}
 	}

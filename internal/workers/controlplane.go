@@ -103,7 +103,16 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 			shutdown()
 			return nil, err
 		}
-		w := &Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.LocalMaxRuns, Dir: filepath.Join(dataDir, "worker"), Log: log.With("worker", "local"),
+		// Its workspaces are the run manager's own (<data>/runs/<run>):
+		// one machine's layout does not change.
+		dir, err := filepath.Abs(dataDir) // an agent's paths do not depend on its working directory
+		if err != nil {
+			cancel()
+			nc.Close()
+			shutdown()
+			return nil, err
+		}
+		w := &Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.LocalMaxRuns, Dir: dir, Log: log.With("worker", "local"),
 			AbandonOnStop: true}
 		done = make(chan struct{})
 		go func() { _ = w.Run(wctx); close(done) }()

@@ -183,6 +183,15 @@ func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword, stor
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen %q: the port is not a number", listen)
 	}
+	if port != 0 {
+		// Said plainly when the address is taken (the server itself
+		// only fails to become ready).
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("the embedded NATS server: %w", err)
+		}
+		ln.Close()
+	}
 	accounts.mu.Lock()
 	accounts.own = []byte(ownPassword)
 	accounts.mu.Unlock()
