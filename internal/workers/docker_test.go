@@ -153,12 +153,7 @@ func TestACPOnWorker(t *testing.T) {
 	cl := controlPlaneWith(t, 2*time.Second, "  demo:\n    executor: acp\n    command: ["+binary(t)+", demo-agent, --acp]\n")
 	data := filepath.Join(t.TempDir(), "w1")
 	cl.workerIn(t, "w1", data, 2)
-	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "Open a pull request, please.",
-		Config: map[string]any{"environment_id": "demo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	created, r := cl.demoRun(t)
 	if r.State != factory.StateSucceeded || r.Executor.UID != "w1" {
 		t.Fatalf("%s (%s) on %+v", r.State, statusOf(r), r.Executor)
 	}
@@ -187,12 +182,7 @@ func TestDockerACP(t *testing.T) {
 	cl := controlPlaneWith(t, 2*time.Second, "  demo:\n    executor: acp\n    command: ["+binary(t)+", demo-agent, --acp]\n")
 	data := filepath.Join(t.TempDir(), "boxer")
 	w := cl.workerIn(t, "boxer", data, 2, "--backend", "docker", "--docker-network", "none", "--docker-image", image)
-	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "Open a pull request, please.",
-		Config: map[string]any{"environment_id": "demo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	created, r := cl.demoRun(t)
 	if r.State != factory.StateSucceeded || r.Executor.UID != "boxer" {
 		t.Fatalf("%s (%s) on %+v\n%s", r.State, statusOf(r), r.Executor, w.log())
 	}
@@ -217,4 +207,15 @@ func TestDockerACP(t *testing.T) {
 	if r.State != factory.StateSucceeded || !strings.Contains(string(summary), "And the changelog.") {
 		t.Fatalf("follow-up: %s (%s); SUMMARY.md %q", r.State, statusOf(r), summary)
 	}
+}
+
+// demoRun asks the demo environment for a pull request and waits for the
+// run to end.
+func (cl *cluster) demoRun(t *testing.T) (*client.RunCreated, *client.Run) {
+	created, err := cl.c.CreateRun(context.Background(), client.RunRequest{Prompt: "Open a pull request, please.",
+		Config: map[string]any{"environment_id": "demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created, cl.wait(t, created.RunID, 60*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
 }
