@@ -104,7 +104,7 @@ func (m *metrics) runGauges(counts func() (int, int)) {
 		pick  func(q, r int) int
 	}{{"QUEUED", func(q, _ int) int { return q }}, {"INPROGRESS", func(_, r int) int { return r }}} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "factory_runs", Help: "Runs waiting or running now, by state.", ConstLabels: prometheus.Labels{"state": st.state},
+			Name: "factory_runs", Help: "Runs waiting in the server's queue (QUEUED) or whose turn is under way (INPROGRESS: on workers, from its hand-over to their queue, CLAIMED included).", ConstLabels: prometheus.Labels{"state": st.state},
 		}, func() float64 { q, r := counts(); return float64(st.pick(q, r)) }))
 	}
 }
