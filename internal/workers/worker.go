@@ -41,6 +41,10 @@ type Worker struct {
 	// stops with its server (the runs then end ERROR, retryable, as a
 	// single server's runs do when it stops).
 	AbandonOnStop bool
+	// SharesOutputs says the control plane reads this worker's output
+	// folders itself (the in-process worker: the same folders): nothing
+	// is sent back.
+	SharesOutputs bool
 
 	outputs jetstream.ObjectStore // this worker's, nil without one
 	mu      sync.Mutex
@@ -221,7 +225,7 @@ func (w *Worker) runTurn(a *Assignment) {
 	go w.heartbeat(a, stop)
 	res, outDir := w.execute(ctx, a)
 	done := Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res}
-	if outDir != "" {
+	if outDir != "" && !w.SharesOutputs {
 		w.attachOutputs(&done, outDir)
 	}
 	close(stop)
