@@ -174,6 +174,9 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 	if r.StatusMessage != nil {
 		fmt.Fprintf(tw, "Status:\t%s\n", r.StatusMessage.Message)
 	}
+	if r.Executor != nil && r.Executor.Type == "worker" {
+		fmt.Fprintf(tw, "Worker:\t%s\n", r.Executor.UID)
+	}
 	if r.DeliveryID != "" {
 		fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)
 	}
