@@ -55,6 +55,35 @@ func BenchmarkWorkers(b *testing.B) {
 	}
 }
 
+// BenchmarkLocalWorker: what the default (the embedded NATS server and the
+// in-process worker) costs a run on one machine, against --nats-listen off
+// (every run in the server's process): runs of an agent that exits at
+// once, one at a time, from creation to end as the server records them.
+func BenchmarkLocalWorker(b *testing.B) {
+	const runs = 40
+	for i := 0; i < b.N; i++ {
+		p50 := map[string]time.Duration{}
+		for _, mode := range []string{"off", "local"} {
+			extra := []string{"--nats-listen", "off"}
+			if mode == "local" {
+				extra = []string{"--no-local-worker=false"}
+			}
+			cl := controlPlane(b, 10*time.Second, extra...)
+			var took []time.Duration
+			for r := range runs {
+				id := cl.create(b, fmt.Sprintf("instant %d", r))
+				run := cl.wait(b, id, time.Minute, func(r *client.Run) bool { return r.State.Terminal() })
+				took = append(took, run.FinishedAt.Sub(run.CreatedAt))
+			}
+			slices.Sort(took)
+			p50[mode] = took[len(took)/2]
+			b.ReportMetric(float64(p50[mode].Microseconds())/1000, "run-p50-ms-"+mode)
+			b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "run-p90-ms-"+mode)
+		}
+		b.ReportMetric(float64(p50["local"])/float64(p50["off"]), "local/off")
+	}
+}
+
 var claimedAfter = regexp.MustCompile(`msg="run claimed" run=\S+ worker=\S+ after=(\S+)`)
 
 // claimLatencies are the last n claim latencies the control plane logged.

@@ -99,7 +99,7 @@ runtime:
 environments:
   sh:
     executor: exec
-    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in slow*) sleep 30;; big*) head -c 6291456 /dev/urandom > \"$FACTORY_OUTPUT_DIR/big.bin\";; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
+    command: ["sh", "-c", "case \"$(cat PROMPT.md)\" in instant*) ;; slow*) sleep 30;; big*) head -c 6291456 /dev/urandom > \"$FACTORY_OUTPUT_DIR/big.bin\";; bench*) sleep 1;; pause*) echo working; sleep 3;; *) sleep 0.3;; esac; echo \"$(pwd)\" > \"$FACTORY_OUTPUT_DIR/where.txt\"; echo done"]
 `, listen) + more
 	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
