@@ -205,12 +205,17 @@ func (a *app) workersCmd() *cobra.Command {
   factory workers revoke builder-1`,
 	}
 	var output string
+	var nkey bool
 	create := &cobra.Command{
-		Use: "create NAME", Short: "Register a worker and print its credentials file (once)", Args: cobra.ExactArgs(1),
-		Example: "  factory workers create builder-1 > builder-1.creds",
+		Use: "create NAME [--nkey]", Short: "Register a worker and print its credentials file (once)", Args: cobra.ExactArgs(1),
+		Example: "  factory workers create builder-1 > builder-1.creds\n  factory workers create builder-2 --nkey > builder-2.creds",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]string{"name": args[0]}
+			if nkey {
+				body["auth"] = workers.AuthNkey
+			}
 			var out json.RawMessage
-			if err := a.workersCall(cmd.Context(), "POST", "/v1/admin/workers", map[string]string{"name": args[0]}, &out); err != nil {
+			if err := a.workersCall(cmd.Context(), "POST", "/v1/admin/workers", body, &out); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stderr, "Created worker %s: its credentials follow, shown this once.\n", args[0])
@@ -246,6 +251,7 @@ func (a *app) workersCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	create.Flags().BoolVar(&nkey, "nkey", false, "an nkey seed instead of a password: the worker signs the server's challenge, no secret crosses the network")
 	revoke := &cobra.Command{
 		Use: "revoke NAME", Short: "Refuse a worker's next connections", Args: cobra.ExactArgs(1),
 		Example: "  factory workers revoke builder-1",

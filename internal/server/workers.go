@@ -20,11 +20,12 @@ func (s *Server) createWorker(w http.ResponseWriter, r *http.Request) error {
 	}
 	var q struct {
 		Name string `json:"name"`
+		Auth string `json:"auth"` // password (the default) or nkey
 	}
 	if err := decodeBody(r, &q); err != nil {
 		return err
 	}
-	creds, err := s.cfg.Workers.Create(r.Context(), q.Name)
+	creds, err := s.cfg.Workers.Create(r.Context(), q.Name, q.Auth)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ const workerPrefix = "worker/"
 type WorkerRecord struct {
 	Name         string     `json:"name"`
 	PasswordHash []byte     `json:"password_sha256"`
+	Nkey         string     `json:"nkey,omitempty"` // the public key of a worker that signs in with an nkey
 	CreatedAt    time.Time  `json:"created_at"`
 	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // TestWorkerPermissions: the embedded server lets in the control plane
@@ -31,7 +33,7 @@ func TestWorkerPermissions(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	reg := &workers.Registry{Store: s}
-	emb, err := workers.StartEmbedded(dir, addr, &workers.Accounts{Worker: reg.Lookup}, "control-password", "")
+	emb, err := workers.StartEmbedded(dir, addr, &workers.Accounts{Worker: reg.Lookup, WorkerByNkey: reg.ByNkey}, "control-password", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +50,14 @@ func TestWorkerPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.JS, reg.URL = js, emb.URL
-	c1, err := reg.Create(ctx, "w1")
+	c1, err := reg.Create(ctx, "w1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Create(ctx, "w2"); err != nil {
+	if _, err := reg.Create(ctx, "w2", ""); err != nil {
 		t.Fatal(err)
 	}
+	checkNkeyWorker(t, ctx, emb, reg)
 	for name, c := range map[string]workers.Credentials{"a wrong password": {User: "w1", Password: "nope"}, "an unknown worker": {User: "w9", Password: c1.Password},
 		"the control plane's name with a worker's password": {User: workers.ControlUser, Password: c1.Password}} {
 		if nc, err := workers.Connect(emb.URL, c, "x"); err == nil {
@@ -191,5 +194,46 @@ func TestStoreEncryptedAtRest(t *testing.T) {
 		if found != (key == "") {
 			t.Errorf("key %q: the secret is on disk in the clear: %v", key, found)
 		}
+	}
+}
+
+// checkNkeyWorker: a worker made with an nkey signs in with its seed (no
+// password in its credentials), reaches its own queue and not another's;
+// another seed, a password for it, or its seed once revoked, do not get in.
+func checkNkeyWorker(t *testing.T, ctx context.Context, emb *workers.Embedded, reg *workers.Registry) {
+	t.Helper()
+	c3, err := reg.Create(ctx, "w3", workers.AuthNkey)
+	if err != nil || c3.Password != "" || !strings.HasPrefix(c3.NkeySeed, "SU") {
+		t.Fatalf("an nkey worker's credentials: %+v %v", c3, err)
+	}
+	nc, err := workers.Connect(emb.URL, c3.Credentials, "w3")
+	if err != nil {
+		t.Fatalf("the nkey worker cannot connect: %v", err)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.Consumer(ctx, workers.RunsStream, "host-w3"); err != nil {
+		t.Errorf("w3 cannot reach its own queue: %v", err)
+	}
+	short, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	if _, err := js.Consumer(short, workers.RunsStream, "host-w2"); err == nil {
+		t.Error("w3 reached w2's queue")
+	}
+	nc.Close()
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	for name, c := range map[string]workers.Credentials{"another seed": {User: "w3", NkeySeed: string(otherSeed)},
+		"a password for an nkey worker": {User: "w3", Password: "anything"}} {
+		if nc, err := workers.Connect(emb.URL, c, "x"); err == nil {
+			nc.Close()
+			t.Errorf("%s connected", name)
+		}
+	}
+	if err := reg.Revoke(ctx, "w3"); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := workers.Connect(emb.URL, c3.Credentials, "x"); err == nil {
+		nc.Close()
+		t.Error("a revoked nkey worker connected")
 	}
 }

@@ -51,7 +51,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	auth.User = ControlUser
 	if o.URL == "" {
 		var err error
-		if emb, err = StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup}, factory.NewUID("np_"), o.StoreKey); err != nil {
+		if emb, err = StartEmbedded(dataDir, o.Listen, &Accounts{Worker: reg.Lookup, WorkerByNkey: reg.ByNkey}, factory.NewUID("np_"), o.StoreKey); err != nil {
 			return nil, err
 		}
 		url, auth = emb.URL, emb.Own

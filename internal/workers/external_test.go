@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,5 +96,24 @@ func TestExternalNATS(t *testing.T) {
 	intruder := start(t, "intruder", "--data", t.TempDir(), "worker", "--creds", credsFile, "--nats-nkey", otherFile)
 	if err := intruder.cmd.Wait(); err == nil || !strings.Contains(intruder.log(), "Authorization Violation") {
 		t.Fatalf("a worker the cluster does not know: %v\n%s", err, intruder.log())
+	}
+}
+
+// TestNkeyWorker: a worker created with --nkey (factory workers create NAME
+// --nkey) signs in with its seed, and runs runs.
+func TestNkeyWorker(t *testing.T) {
+	cl := controlPlane(t, 2*time.Second)
+	out, err := exec.Command(binary(t), "--server", cl.url, "--api-key", cl.adminKey, "workers", "create", "nk", "--nkey").Output()
+	if err != nil || !strings.Contains(string(out), `"nkey_seed":"SU`) || strings.Contains(string(out), `"password"`) {
+		t.Fatalf("workers create --nkey: %v\n%s", err, out)
+	}
+	creds := filepath.Join(t.TempDir(), "nk.creds")
+	if err := os.WriteFile(creds, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start(t, "nk", "--data", t.TempDir(), "worker", "--creds", creds)
+	r := cl.wait(t, cl.create(t, "quick"), 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor.UID != "nk" {
+		t.Fatalf("%s on %+v", r.State, r.Executor)
 	}
 }

@@ -8,6 +8,7 @@ package workers
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Subjects and streams. Assignments: factory.runs.any (any worker) and
@@ -55,6 +57,9 @@ type Credentials struct {
 	// the machine that connects; or a user and password in the URL.
 	CredsFile string `json:"-"`
 	NkeyFile  string `json:"-"`
+	// NkeySeed is the worker's own nkey (factory workers create --nkey),
+	// instead of a password: its seed signs the server's challenge.
+	NkeySeed string `json:"nkey_seed,omitempty"`
 }
 
 // Accounts checks who may connect to the embedded server, and gives each
@@ -64,8 +69,11 @@ type Accounts struct {
 	// Worker returns the SHA-256 of a worker's password, false for no
 	// (or a revoked) worker.
 	Worker func(name string) (passwordHash []byte, ok bool)
-	mu     sync.Mutex
-	own    []byte // the control plane's password
+	// WorkerByNkey returns the worker whose nkey this public key is (not
+	// revoked), for a worker that signs in with one.
+	WorkerByNkey func(publicKey string) (name string, ok bool)
+	mu           sync.Mutex
+	own          []byte // the control plane's password
 }
 
 // Check is server.Authentication.
@@ -86,11 +94,38 @@ func (a *Accounts) Check(c server.ClientAuthentication) bool {
 		c.RegisterUser(&server.User{Username: ControlUser})
 		return true
 	}
+	if o.Nkey != "" {
+		return a.checkNkey(c, o)
+	}
 	want, ok := a.Worker(o.Username)
 	if !ok || !validID(o.Username) || subtle.ConstantTimeCompare(sum[:], want) != 1 {
 		return false
 	}
 	c.RegisterUser(&server.User{Username: o.Username, Permissions: workerPermissions(o.Username)})
+	return true
+}
+
+// checkNkey admits a worker that signed the server's nonce with the nkey
+// it was created with.
+func (a *Accounts) checkNkey(c server.ClientAuthentication, o *server.ClientOpts) bool {
+	if a.WorkerByNkey == nil {
+		return false
+	}
+	name, ok := a.WorkerByNkey(o.Nkey)
+	if !ok || !validID(name) {
+		return false
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(o.Sig)
+	if err != nil {
+		if sig, err = base64.StdEncoding.DecodeString(o.Sig); err != nil {
+			return false
+		}
+	}
+	pub, err := nkeys.FromPublicKey(o.Nkey)
+	if err != nil || len(c.GetNonce()) == 0 || pub.Verify(c.GetNonce(), sig) != nil {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: name, Permissions: workerPermissions(name)})
 	return true
 }
 
@@ -199,6 +234,7 @@ func StartEmbedded(dataDir, listen string, accounts *Accounts, ownPassword, stor
 		ServerName: "factory", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(dataDir, "nats"),
 		SyncAlways: true, SyncInterval: time.Minute, NoSigs: true, MaxPayload: 8 << 20,
 		CustomClientAuthentication: accounts, JetStreamKey: storeKey, JetStreamCipher: server.AES,
+		AlwaysEnableNonce: true, // a worker's nkey signs it
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT // 0 is NATS's default port, 4222: ":0" means any here, as for a listener

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"factory/internal/store"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Registry creates, lists and revokes workers: a store record with the
@@ -49,8 +51,27 @@ func (g *Registry) Lookup(name string) ([]byte, bool) {
 	return w.PasswordHash, true
 }
 
-// Create registers a worker and returns its credentials, once.
-func (g *Registry) Create(ctx context.Context, name string) (*CredentialsFile, error) {
+// ByNkey is Accounts.WorkerByNkey over the store.
+func (g *Registry) ByNkey(publicKey string) (string, bool) {
+	ws, err := g.Store.Workers()
+	if err != nil {
+		return "", false
+	}
+	for _, w := range ws {
+		if w.Nkey != "" && w.RevokedAt == nil && subtle.ConstantTimeCompare([]byte(w.Nkey), []byte(publicKey)) == 1 {
+			return w.Name, true
+		}
+	}
+	return "", false
+}
+
+// AuthNkey makes a worker that signs in with an nkey (its seed in the
+// credentials) instead of a password.
+const AuthNkey = "nkey"
+
+// Create registers a worker and returns its credentials, once: a password,
+// or with auth AuthNkey an nkey seed.
+func (g *Registry) Create(ctx context.Context, name, auth string) (*CredentialsFile, error) {
 	if !validID(name) {
 		return nil, factory.Errorf(factory.EINVALID, "worker name %q: 1 to 64 of a-z A-Z 0-9 - _", name)
 	}
@@ -59,15 +80,27 @@ func (g *Registry) Create(ctx context.Context, name string) (*CredentialsFile, e
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	if auth != "" && auth != AuthNkey && auth != "password" {
+		return nil, factory.Errorf(factory.EINVALID, "auth %q: password (the default) or nkey", auth)
+	}
 	if err := AddWorker(ctx, g.JS, name); err != nil {
 		return nil, fmt.Errorf("the worker's queue: %w", err)
 	}
 	out := &CredentialsFile{Credentials: Credentials{User: name}, URL: g.URL}
 	rec := &store.WorkerRecord{Name: name, CreatedAt: time.Now().UTC()}
-	if g.External {
+	switch {
+	case g.External:
 		p := WorkerPermissions(name)
 		out.Permissions = &p
-	} else {
+	case auth == AuthNkey:
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, err
+		}
+		seed, _ := kp.Seed()
+		rec.Nkey, _ = kp.PublicKey()
+		out.NkeySeed = string(seed)
+	default:
 		raw := make([]byte, 32)
 		if _, err := rand.Read(raw); err != nil {
 			return nil, err

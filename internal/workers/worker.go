@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Worker claims assignments and runs them (the direct backend: a process
@@ -66,6 +67,13 @@ func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
 	switch {
 	case c.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.NkeySeed != "":
+		kp, err := nkeys.FromSeed([]byte(c.NkeySeed))
+		if err != nil {
+			return nil, fmt.Errorf("the worker's nkey: %w", err)
+		}
+		pub, _ := kp.PublicKey()
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	case c.NkeyFile != "":
 		o, err := nats.NkeyOptionFromSeed(c.NkeyFile)
 		if err != nil {
