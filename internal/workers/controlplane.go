@@ -79,8 +79,6 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		return nil, fmt.Errorf("the workers' streams: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	// The run manager records each turn's attempt and its claim (the
-	// turn's phases): the dispatcher needs no hooks of its own.
 	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log}
 	if err := disp.Start(wctx); err != nil {
 		cancel()

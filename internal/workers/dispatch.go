@@ -100,12 +100,9 @@ type Dispatcher struct {
 	JS    jetstream.JetStream
 	Lease time.Duration
 	Log   *slog.Logger
-	// Published is told a turn's attempt before it is queued, unless the
-	// turn came with one (the run manager records it then), Claimed the
-	// worker that took it: both are recorded with the run, so that a
-	// restarted control plane follows the turn again.
-	Published func(runID, attempt string) error
-	Claimed   func(runID, worker, attempt string)
+	// The run manager records each turn's attempt (Turn.Attempt) before
+	// the turn is handed over, and its claim when it hears the turn's
+	// claimed phase: a restarted control plane follows the turn again.
 
 	mu      sync.Mutex
 	waiting map[string]chan Event // by attempt
@@ -284,11 +281,6 @@ func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Ev
 		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
 	}
 	a.Executor, a.Permissions, a.MCPServers = x.executor, x.permissions, t.MCPServers
-	if d.Published != nil && t.Attempt == "" {
-		if err := d.Published(t.RunID, a.Attempt); err != nil {
-			return runtime.Result{State: factory.StateError, Message: "recording the turn: " + err.Error()}
-		}
-	}
 	ch := d.register(a.Attempt)
 	defer d.unregister(a.Attempt)
 	d.mu.Lock()
@@ -350,7 +342,7 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 			switch e.Kind {
 			case "claimed":
 				worker = e.Worker
-				d.claimed(runID, attempt, worker, tw.published)
+				d.claimed(runID, worker, tw.published)
 				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseClaimed, Worker: worker})
 			case "started":
 				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseStarted})
@@ -381,14 +373,11 @@ func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait,
 	}
 }
 
-// claimed records the worker that took a turn.
-func (d *Dispatcher) claimed(runID, attempt, worker string, published time.Time) {
+// claimed notes the worker that took a turn: a follow-up goes to it.
+func (d *Dispatcher) claimed(runID, worker string, published time.Time) {
 	d.mu.Lock()
 	d.last[runID] = worker
 	d.mu.Unlock()
-	if d.Claimed != nil {
-		d.Claimed(runID, worker, attempt)
-	}
 	d.Log.Info("run claimed", "run", runID, "worker", worker, "after", time.Since(published))
 }
 
