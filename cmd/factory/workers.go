@@ -163,7 +163,7 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
 				c.User = o.ID // a cluster's user: the worker's name is --id
 			}
 			if o.ID == "" || o.NATS == "" {
-				return errors.New("--creds FILE, or --id NAME and --nats URL (on a NATS cluster of your own, with --nats-creds or --nats-nkey)")
+				return errors.New("factory worker needs --creds FILE (what factory workers create printed), or, on a NATS cluster of your own, --id NAME and --nats URL with --nats-creds or --nats-nkey")
 			}
 			return a.runWorker(cmd.Context(), c.Credentials, o)
 		},

@@ -111,7 +111,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 			return nil, err
 		}
 		w := &Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.LocalMaxRuns, Dir: dir, Log: log.With("worker", "local"),
-			AbandonOnStop: true, SharesOutputs: true}
+			AbandonOnStop: true, SharesFolders: true}
 		done = make(chan struct{})
 		go func() { _ = w.Run(wctx); close(done) }()
 	}

@@ -42,10 +42,11 @@ type Worker struct {
 	// stops with its server (the runs then end ERROR, retryable, as a
 	// single server's runs do when it stops).
 	AbandonOnStop bool
-	// SharesOutputs says the control plane reads this worker's output
-	// folders itself (the in-process worker: the same folders): nothing
-	// is sent back.
-	SharesOutputs bool
+	// SharesFolders says this worker's run folders are the run
+	// manager's own (the in-process worker): the manager has laid the
+	// workspace out already and collects the output where it is, so
+	// neither is done again.
+	SharesFolders bool
 
 	outputs jetstream.ObjectStore // this worker's, nil without one
 	mu      sync.Mutex
@@ -233,7 +234,7 @@ func (w *Worker) runTurn(a *Assignment) {
 	go w.heartbeat(a, stop)
 	res, outDir := w.execute(ctx, a)
 	done := Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res}
-	if outDir != "" && !w.SharesOutputs {
+	if outDir != "" && !w.SharesFolders {
 		w.attachOutputs(&done, outDir)
 	}
 	close(stop)
@@ -265,8 +266,10 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 	base := filepath.Join(w.Dir, "runs", a.RunID)
 	ws, out := filepath.Join(base, "workspace"), filepath.Join(base, "output")
 	att := filepath.Join(ws, "attachments")
-	if err := layOut(ws, out, att, a); err != nil {
-		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
+	if !w.SharesFolders {
+		if err := layOut(ws, out, att, a); err != nil {
+			return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
+		}
 	}
 	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
 		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout,
