@@ -26,6 +26,20 @@ func TestDependencies(t *testing.T) {
 			}
 		}
 	}
+	// A worker (factory worker) holds only the turns it is given: its
+	// package reaches neither the control plane's store nor its NATS
+	// server, and the executors it runs turns with do not either.
+	for _, pkg := range []string{"factory/internal/worker", "factory/internal/runtime", "factory/internal/docker"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == "factory/internal/store" || dep == "github.com/cockroachdb/pebble" || dep == "github.com/nats-io/nats-server/v2/server" {
+				t.Errorf("%s depends on %s: a worker must not link the control plane's store or NATS server", pkg, dep)
+			}
+		}
+	}
 	// The heavy dependencies each stay in their room: the store, the git
 	// source (and its test helper), the watcher, the runtime's client side
 	// of ACP (and the demo agent's agent side), the schema validator, NATS,
@@ -37,8 +51,8 @@ func TestDependencies(t *testing.T) {
 		"github.com/coder/acp-go-sdk":              {"factory/internal/runtime", "factory/cmd/factory"},
 		"github.com/santhosh-tekuri/jsonschema/v5": {"factory/internal/schema"},
 		"github.com/nats-io/nats-server/v2/server": {"factory/internal/workers"},
-		"github.com/nats-io/nats.go":               {"factory/internal/workers"},
-		"github.com/nats-io/nats.go/jetstream":     {"factory/internal/workers"},
+		"github.com/nats-io/nats.go":               {"factory/internal/workers", "factory/internal/worker"},
+		"github.com/nats-io/nats.go/jetstream":     {"factory/internal/workers", "factory/internal/worker"},
 		"github.com/moby/moby/client":              {"factory/internal/docker", "factory/internal/docker/dockertest"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()

@@ -97,11 +97,16 @@ type Run struct {
 	Config      json.RawMessage `json:"agent_config,omitempty"`
 	Environment string          `json:"environment_id,omitempty"`
 	// Worker is the worker (docs/spec/workers.md) that took the run's
-	// latest turn; empty when the server ran it itself.
+	// latest turn, and holds its workspace: the run's next turn goes to
+	// it. Empty when the server ran it itself.
 	Worker string `json:"worker,omitempty"`
-	// RemoteTurn is the attempt ID of the turn published to the workers'
-	// queue, ClaimedTurn the one a worker (Worker) took: after a restart
-	// the control plane follows the turn again by them.
+	// Current is the run's latest turn while it is in flight; nil between
+	// turns.
+	Current *TurnRecord `json:"current_turn,omitempty"`
+	// RemoteTurn and ClaimedTurn are what runs stored before Current: the
+	// attempt published to the workers' queue, and the one a worker took.
+	// They are read (a run left in flight by an older version is followed
+	// by them), never written.
 	RemoteTurn    string            `json:"remote_turn,omitempty"`
 	ClaimedTurn   string            `json:"claimed_turn,omitempty"`
 	Source        string            `json:"source,omitempty"`
@@ -143,6 +148,28 @@ type Run struct {
 	// before the agent starts: the agent, its harness, its skills and its
 	// runner's setup commands (docs/definitions.md, "What agents do").
 	Setup *RunSetup `json:"setup,omitempty"`
+
+	// steps are the states the run went through since it was read
+	// (MoveTo); the store checks them before it writes the run.
+	steps []RunState
+}
+
+// TurnRecord is a run's turn in flight, as the run's state machine knows
+// it: its attempt (every event of the turn names it; events of another
+// attempt change nothing), the follow-up it carries, and whether it was
+// handed to the workers' queue (Remote) and asked to stop (Stopped: a
+// cancel recorded before the turn ended; a claim of it is refused).
+type TurnRecord struct {
+	Attempt  string `json:"attempt"`
+	FollowUp string `json:"follow_up,omitempty"`
+	Remote   bool   `json:"remote,omitempty"`
+	Stopped  bool   `json:"stopped,omitempty"`
+}
+
+// Live reports whether the turn of attempt is the run's current one and
+// still running: its events may change the run.
+func (r *Run) Live(attempt string) bool {
+	return r.Current != nil && r.Current.Attempt == attempt && (r.State == StateClaimed || r.State == StateInProgress)
 }
 
 // RunSetup is the agent a run executes and how its workspace is prepared.

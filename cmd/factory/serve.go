@@ -145,11 +145,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, cp.remote())
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, cp.hosts)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	cp.claims(runs)
 	var ml net.Listener
 	if o.metricsListen != "" {
 		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {

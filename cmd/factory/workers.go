@@ -20,9 +20,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/store"
+	"factory/internal/worker"
 	"factory/internal/workers"
 )
 
@@ -80,27 +81,44 @@ func startControlPlane(ctx context.Context, o *workersOpts, maxRuns int, s *stor
 		o.localMaxRuns = maxRuns
 	}
 	key := base64.StdEncoding.EncodeToString(kr.Derive("the embedded NATS server's store"))
-	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: listen, URL: o.natsURL, Auth: o.natsAuth, StoreKey: key, Lease: o.lease,
-		LocalWorker: !o.noLocal, LocalMaxRuns: o.localMaxRuns}, s, dataDir, log)
+	cp, err := workers.StartControlPlane(ctx, workers.Options{Listen: listen, URL: o.natsURL, Auth: o.natsAuth, StoreKey: key, Lease: o.lease},
+		s, dataDir, log)
 	if err != nil && listen == DefaultNATSListen && !o.listenSet {
 		return nil, fmt.Errorf("%w\n(another server on this machine? give it --nats-listen ADDR, or --nats-listen off to run every run in this process)", err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &controlPlane{cp}, nil
+	return &controlPlane{ControlPlane: cp, noLocal: o.noLocal, localMaxRuns: o.localMaxRuns}, nil
 }
 
 // controlPlane is serve's handle on the workers; nil without them.
-type controlPlane struct{ *workers.ControlPlane }
+type controlPlane struct {
+	*workers.ControlPlane
+	noLocal      bool
+	localMaxRuns int
+}
 
-// remote is what changes the run manager's environments: nil without
-// workers.
-func (cp *controlPlane) remote() func(map[string]runtime.Environment) {
+// hosts gives the run manager the workers as a host of turns: runs that
+// name a worker go there, and the rest when this process runs none
+// (--no-local-worker) or has no room while a worker is connected. Without
+// workers, every turn runs in this process.
+func (cp *controlPlane) hosts(c *runs.Config) {
 	if cp == nil {
-		return nil
+		return
 	}
-	return cp.RemoteExecutors
+	c.Workers, c.NoLocal, c.WorkersReady = cp.Host(), cp.noLocal, cp.Ready
+	if cp.localMaxRuns > 0 {
+		c.MaxConcurrent = cp.localMaxRuns
+	}
+}
+
+// claims hands the workers' claims to the run manager, which owns the
+// runs' state.
+func (cp *controlPlane) claims(m *runs.Manager) {
+	if cp != nil {
+		cp.SetClaim(m.Claim)
+	}
 }
 
 // workers is the server's registry of workers: nil without workers.
@@ -119,8 +137,8 @@ func (cp *controlPlane) close() {
 
 func (a *app) workerCmd() *cobra.Command {
 	var credsFile string
-	var o workers.WorkerOptions
-	var auth workers.Credentials
+	var o worker.Options
+	var auth worker.Credentials
 	cmd := &cobra.Command{
 		Use:   "worker --creds FILE [--id NAME] [--nats URL [--nats-creds FILE|--nats-nkey FILE]] [--max-runs N] [--backend direct|docker]",
 		Short: "Claim runs from a control plane's queue and run them on this machine",
@@ -147,7 +165,7 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
   factory worker --creds builder-1.creds --nats nats://nats.internal:4222 --nats-creds builder-1.nats.creds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c workers.CredentialsFile
+			var c worker.CredentialsFile
 			if credsFile != "" {
 				b, err := os.ReadFile(credsFile)
 				if err != nil {
@@ -173,14 +191,14 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
 	f.StringVar(&o.ID, "id", "", "this worker's name (default: the credentials' user)")
 	f.StringVar(&o.NATS, "nats", "", "the control plane's NATS URL (default: the one in the credentials file)")
 	f.IntVar(&o.MaxRuns, "max-runs", 4, "how many runs at once")
-	f.StringVar(&o.Backend, "backend", workers.BackendDirect, "direct (a process group per run) or docker (a container per run)")
+	f.StringVar(&o.Backend, "backend", worker.BackendDirect, "direct (a process group per run) or docker (a container per run)")
 	f.StringVar(&o.DockerNetwork, "docker-network", "", "with --backend docker: the containers' network (default: the daemon's bridge; none for no network)")
 	f.StringVar(&o.DockerImage, "docker-image", "", "with --backend docker: the image of runs whose runner names no dockerImage")
 	natsAuthFlags(f, &auth, "on a NATS cluster of your own: ")
 	return cmd
 }
 
-func (a *app) runWorker(ctx context.Context, c workers.Credentials, o workers.WorkerOptions) error {
+func (a *app) runWorker(ctx context.Context, c worker.Credentials, o worker.Options) error {
 	if o.ID != c.User {
 		return fmt.Errorf("--id %s: the credentials are worker %s's", o.ID, c.User)
 	}
@@ -193,7 +211,7 @@ func (a *app) runWorker(ctx context.Context, c workers.Credentials, o workers.Wo
 	if o.Dir, err = filepath.Abs(a.dataDir()); err != nil {
 		return err
 	}
-	return workers.RunWorker(ctx, c, o, log)
+	return worker.Run(ctx, c, o, log)
 }
 
 func (a *app) workersCmd() *cobra.Command {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -38,8 +39,8 @@ func BenchmarkThousandSchedules(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: log,
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: log,
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	var mu sync.Mutex
 	var lates []time.Duration
 	fired := 0

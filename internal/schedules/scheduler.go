@@ -19,7 +19,7 @@ import (
 
 	"factory"
 	"factory/internal/automations"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/store"
 	"factory/internal/trigger"
 )
@@ -27,7 +27,7 @@ import (
 // Scheduler fires the schedules of a store.
 type Scheduler struct {
 	Store *store.Store
-	Runs  *runtime.Manager
+	Runs  *runs.Manager
 	Log   *slog.Logger
 	// Now is the clock (tests move it); nil is time.Now.
 	Now func() time.Time
@@ -218,7 +218,7 @@ func (s *Scheduler) fireDue() {
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
 	earliest := due[0].next
-	var reqs []runtime.CreateRequest
+	var reqs []runs.CreateRequest
 	states := make([]*factory.ScheduleState, 0, len(due))
 	for _, e := range due {
 		st := &factory.ScheduleState{ID: e.id}
@@ -259,9 +259,9 @@ This run was started by schedule %q (%s, UTC) for %s.
 `
 
 // request is the run a schedule starts for an instant.
-func (s *Scheduler) request(e *entry, instant time.Time) (runtime.CreateRequest, error) {
+func (s *Scheduler) request(e *entry, instant time.Time) (runs.CreateRequest, error) {
 	at := instant.UTC()
-	req := runtime.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
+	req := runs.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
 		Schedule: &factory.RunSchedule{ScheduleID: e.id, ScheduleName: e.name, CronSchedule: e.cron}, ScheduledAt: &at}
 	envelope := fmt.Sprintf(Envelope, e.name, e.cron, at.Format(time.RFC3339))
 	if it := e.item; it != nil {

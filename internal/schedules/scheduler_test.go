@@ -11,6 +11,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/store"
@@ -19,7 +20,7 @@ import (
 // fixture applies a v1alpha1 factory whose automation fires @every 2s, to a
 // real store, with a run manager that is never started (runs stay QUEUED:
 // this tests what is created, not what runs).
-func fixture(t *testing.T, cron string) (*store.Store, *runtime.Manager) {
+func fixture(t *testing.T, cron string) (*store.Store, *runs.Manager) {
 	t.Helper()
 	root, data := t.TempDir(), t.TempDir()
 	for p, c := range map[string]string{
@@ -43,8 +44,8 @@ func fixture(t *testing.T, cron string) (*store.Store, *runtime.Manager) {
 	if _, outcome, err := a.Sync(context.Background(), "s", reconciler.DirSource{Root: root}); err != nil || outcome != reconciler.Applied {
 		t.Fatal(outcome, err)
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	return s, m
 }
 

@@ -21,6 +21,7 @@ import (
 	"factory"
 
 	"factory/internal/cursor"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/schema"
 	"factory/internal/store"
@@ -177,7 +178,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	}
 	atCapacity := s.cfg.Runs.AtCapacity()
 	run, err := s.cfg.Runs.Create(req)
-	if errors.Is(err, runtime.ErrUnknownEnvironment) {
+	if errors.Is(err, runs.ErrUnknownEnvironment) {
 		return errorf(CodeInvalidRequest, err.Error())
 	}
 	if err != nil {
@@ -198,22 +199,22 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 
 // runRequestFor checks a create request and builds the run it asks for:
 // its source, factory, configuration and attachments.
-func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUID string) (runtime.CreateRequest, error) {
+func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUID string) (runs.CreateRequest, error) {
 	skillSpec, _ := q.Config["skill_spec"].(string)
 	switch {
 	case strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "":
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
 	case len(q.Attachments) > maxAttachments:
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
 	case len(q.Metadata) > maxMetadataKeys:
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
 	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
 	}
 	if err := checkMetadata(q.Metadata); err != nil {
-		return runtime.CreateRequest{}, err
+		return runs.CreateRequest{}, err
 	}
-	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
+	req := runs.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
 	if r.Header.Get("X-Factory-Source") == "CLI" {
 		req.Source = factory.SourceCLI
 	}
@@ -262,8 +263,8 @@ func (s *Server) ancestorsOf(parentID string) ([]string, error) {
 	return append([]string{parent.ID}, parent.Ancestors...), nil
 }
 
-func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, error) {
-	var out []runtime.AttachmentData
+func decodeAttachments(in []factory.RunAttachment) ([]runs.AttachmentData, error) {
+	var out []runs.AttachmentData
 	for i, a := range in {
 		data, err := base64.StdEncoding.DecodeString(a.Data)
 		if err != nil {
@@ -273,13 +274,13 @@ func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, er
 		if err := runtime.CheckAttachmentName(name); err != nil {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name: %v", i, err))
 		}
-		if slices.ContainsFunc(out, func(d runtime.AttachmentData) bool { return d.Name == name }) {
+		if slices.ContainsFunc(out, func(d runs.AttachmentData) bool { return d.Name == name }) {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: %q is given twice", i, name))
 		}
 		if len(data) > maxAttachmentSize {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))
 		}
-		out = append(out, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
+		out = append(out, runs.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
 	}
 	return out, nil
 }
@@ -679,10 +680,10 @@ func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 }
 
 // followUpRun sends a follow-up, for the API and the dashboard alike.
-func (s *Server) followUpRun(id, message string, files []runtime.AttachmentData) (runtime.FollowUpAnswer, error) {
+func (s *Server) followUpRun(id, message string, files []runs.AttachmentData) (runs.FollowUpAnswer, error) {
 	_, ans, err := s.cfg.Runs.SendFollowUp(id, message, files)
 	switch {
-	case errors.Is(err, runtime.ErrNotFound):
+	case errors.Is(err, runs.ErrNotFound):
 		return ans, errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
 	case errors.Is(err, runtime.ErrAttachmentName):
 		return ans, errorf(CodeInvalidRequest, "attachments: "+err.Error())
@@ -699,8 +700,8 @@ type followUpAttachment struct {
 }
 
 // followUpFiles reads the artifacts a follow-up attaches.
-func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentData, error) {
-	var files []runtime.AttachmentData
+func (s *Server) followUpFiles(atts []followUpAttachment) ([]runs.AttachmentData, error) {
+	var files []runs.AttachmentData
 	for _, a := range atts {
 		_, art, err := s.store.Artifact(a.AttachmentID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -723,7 +724,7 @@ func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentD
 		if err := runtime.CheckAttachmentName(name); err != nil {
 			return nil, errorf(CodeInvalidRequest, "attachments: "+err.Error())
 		}
-		files = append(files, runtime.AttachmentData{Name: name, MimeType: art.Data.MimeType, Data: data})
+		files = append(files, runs.AttachmentData{Name: name, MimeType: art.Data.MimeType, Data: data})
 	}
 	return files, nil
 }
@@ -741,9 +742,9 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) cancel(id string) (string, error) {
 	run, err := s.cfg.Runs.Cancel(id)
 	switch {
-	case errors.Is(err, runtime.ErrNotFound):
+	case errors.Is(err, runs.ErrNotFound):
 		return "", errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrTerminal):
+	case errors.Is(err, runs.ErrTerminal):
 		return "", errorf(CodeInvalidRequest, err.Error())
 	case err != nil:
 		return "", err
@@ -766,9 +767,9 @@ func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 // interrupt stops a run's turn, for the API and the dashboard alike.
 func (s *Server) interrupt(id string) error {
 	switch err := s.cfg.Runs.Interrupt(id); {
-	case errors.Is(err, runtime.ErrNotFound):
+	case errors.Is(err, runs.ErrNotFound):
 		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrNotLive):
+	case errors.Is(err, runs.ErrNotLive):
 		return &Error{Code: CodeConflict, Message: fmt.Sprintf("run %s has no turn in progress to interrupt", id), NoRetry: true}
 	case err != nil:
 		return err

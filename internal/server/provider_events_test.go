@@ -18,6 +18,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -197,7 +198,7 @@ func TestSlackThroughServe(t *testing.T) {
 // secrets given and agents that do nothing.
 func serveWithSecrets(t *testing.T, root string, values map[string]string) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	return startWith(t, func(s *store.Store, data string) *runs.Manager {
 		kr, err := secrets.LoadKeyring(data)
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +208,7 @@ func serveWithSecrets(t *testing.T, root string, values map[string]string) *harn
 				t.Fatal(err)
 			}
 		}
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 }

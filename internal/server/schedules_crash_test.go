@@ -14,6 +14,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -106,8 +107,8 @@ func scheduleServer() {
 		os.Exit(5)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runs := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: log,
-		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	runs := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: log,
+		Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	srv := server.New(server.Config{Factories: []server.FactorySource{{Name: "ticks", Source: reconciler.DirSource{Root: repo}, Interval: time.Hour}},
 		Runs: runs}, ap, log)
 	srv.Run(context.Background(), ln)

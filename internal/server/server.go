@@ -23,7 +23,7 @@ import (
 	"factory/internal/ingress"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/schedules"
 	"factory/internal/service"
 	"factory/internal/store"
@@ -53,7 +53,7 @@ type Config struct {
 	IngressMaxBody                                                         int64
 	// Runs executes runs; with it, accepted deliveries start the runs of
 	// the automations they match.
-	Runs *runtime.Manager
+	Runs *runs.Manager
 	// MetricsListener, when set, serves /metrics without an API key (for a
 	// scraper on a private address). On the main listener /metrics needs
 	// an admin key: it lists every webhook's UID, which is its ingress URL.

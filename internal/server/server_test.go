@@ -26,7 +26,7 @@ import (
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/gitsource/gittest"
 	"factory/internal/reconciler/watch"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/store"
@@ -47,13 +47,13 @@ func start(t testing.TB, sources ...server.FactorySource) *harness {
 }
 
 // startWith is start with a run manager made over the server's store.
-func startWith(t testing.TB, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startWith(t testing.TB, runs func(*store.Store, string) *runs.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	return startConfigured(t, nil, runs, sources...)
 }
 
 // startConfigured is startWith with a change to the server's configuration.
-func startConfigured(t testing.TB, mod func(*server.Config), runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startConfigured(t testing.TB, mod func(*server.Config), runs func(*store.Store, string) *runs.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	data := t.TempDir()
 	s, err := store.Open(data)

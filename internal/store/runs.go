@@ -72,7 +72,9 @@ var ErrNoChange = errors.New("no change")
 
 // UpdateRun reads a run, lets update change it and add writes of its own
 // to the batch (timeline events, follow-ups), and writes the run with its
-// indexes: one read-modify-write, serialised with every other UpdateRun of
+// indexes, if its change of state (if any) went through the table of
+// states (factory.Run.MoveTo; else factory.ErrTransition, and nothing is
+// written): one read-modify-write, serialised with every other UpdateRun of
 // the same run. durable waits for the disk; a status message need not. It
 // returns the run as written, or as it was when update returned
 // ErrNoChange; any other error of update is returned and nothing is
@@ -96,6 +98,13 @@ func (s *Store) UpdateRun(id string, durable bool, update func(*factory.Run, *Ba
 		}
 		return nil, err
 	}
+	// The one table of states (factory.MoveTo): a change it does not
+	// have is refused, and nothing of the update is written.
+	if err := r.CheckSteps(prev.State); err != nil {
+		b.Abort()
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	r.ForgetSteps()
 	b.PutRun(r, &prev)
 	if durable {
 		err = b.Commit()

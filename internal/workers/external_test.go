@@ -40,7 +40,7 @@ func TestExternalNATS(t *testing.T) {
 	// permissions factory workers create prints.
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 8 << 20,
 		Users: []*server.User{{Username: "cp", Password: "cp-secret"}},
-		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.WorkerPermissions("w1").ServerPermissions()}}})
+		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.ServerPermissions(workers.WorkerPermissions("w1"))}}})
 	if err != nil {
 		t.Fatal(err)
 	}

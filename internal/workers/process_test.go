@@ -468,12 +468,12 @@ func TestControlPlaneRestart(t *testing.T) {
 }
 
 // TestLocalWorker: without --no-local-worker the control plane runs its
-// runs itself, through the same queue.
+// runs itself, in its own process (its own host, not through the queue).
 func TestLocalWorker(t *testing.T) {
 	cl := controlPlane(t, 2*time.Second, "--no-local-worker=false")
 	id := cl.create(t, "quick")
 	r := cl.wait(t, id, 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
-	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != "local" || len(r.Artifacts) == 0 {
+	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != factory.Executor.UID || len(r.Artifacts) == 0 {
 		t.Fatalf("%s on %+v, artifacts %+v", r.State, r.Executor, r.Artifacts)
 	}
 }

@@ -33,15 +33,6 @@ type Registry struct {
 	External bool
 }
 
-// CredentialsFile is what factory workers create prints and factory
-// worker --creds reads. On a NATS cluster of its own it has no password:
-// the cluster's operator makes the worker's user, with Permissions.
-type CredentialsFile struct {
-	Credentials
-	URL         string       `json:"nats_url"`
-	Permissions *Permissions `json:"permissions,omitempty"`
-}
-
 // Lookup is Accounts.Worker over the store.
 func (g *Registry) Lookup(name string) ([]byte, bool) {
 	w, err := g.Store.Worker(name)
