@@ -10,11 +10,14 @@ import (
 // TestDependencies pins the shape of the tree: the domain package at the
 // root depends on nothing outside the standard library, and the Go client
 // depends on nothing but the domain, so that a program embedding the client
-// does not link the store, git, the watcher or the agent protocol.
+// does not link the store, git, the watcher or the agent protocol. The
+// firing decision (trigger) reads events and filters, never the store.
 func TestDependencies(t *testing.T) {
 	for pkg, allowed := range map[string][]string{
 		"factory":        {"factory"},
 		"factory/client": {"factory", "factory/client"},
+		"factory/internal/trigger": {"factory", "factory/internal/trigger", "factory/internal/events", "factory/internal/filter",
+			"github.com/robfig/cron/v3"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
 		if err != nil {

@@ -457,6 +457,9 @@ func printImpact(w io.Writer, impacts []reconciler.Impact) {
 		if !im.New {
 			line += fmt.Sprintf(", was %d", im.Before)
 		}
+		if im.NotRouted > 0 {
+			line += fmt.Sprintf("; %d not routed (their repository is not in factory.yaml repositories)", im.NotRouted)
+		}
 		if im.Deliveries == 0 {
 			line = fmt.Sprintf("  automation %s on %s: no stored deliveries to replay", im.Automation, im.WebhookUID)
 		}

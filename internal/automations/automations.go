@@ -1,8 +1,7 @@
 // Package automations makes automations fire: it takes each accepted
-// delivery from the durable evaluation queue, finds the automations whose
-// triggers select its webhook and whose payload filters match, and starts
-// one run per matching automation, with the envelope and the payload
-// attached as event-payload.json.
+// delivery from the durable evaluation queue, asks trigger.Decide which
+// enabled automations it fires, and starts one run per such automation,
+// with the envelope and the payload attached as event-payload.json.
 package automations
 
 import (
@@ -290,10 +289,10 @@ func (e *Evaluator) fire(hook *factory.Webhook, d *factory.Delivery) ([]string, 
 	return ids, nil
 }
 
-// matches returns a queued delivery and the runs it starts: one per
-// enabled automation whose triggers select the webhook and whose filter
-// matches. Disabled, suspended and deleted webhooks do not fire (seed-spec §6.3);
-// a delivery no automation selects is not read at all.
+// matches returns a queued delivery and the runs it starts (requests).
+// Disabled, suspended and deleted webhooks do not fire (seed-spec §6.3);
+// a custom webhook's delivery that no automation selects is not read at
+// all (trigger.Decide would find no trigger for it, for every automation).
 func (e *Evaluator) matches(it store.QueueItem) (*factory.Delivery, []runs.CreateRequest, error) {
 	hook, autos, err := e.automations(it.WebhookUID)
 	if err != nil || hook == nil {
@@ -325,7 +324,9 @@ func selects(autos []*compiledAutomation, src trigger.Source) bool {
 	return false
 }
 
-// requests builds the runs a delivery starts.
+// requests builds the runs a delivery starts: one per enabled automation
+// that trigger.Decide says it fires. A provider's delivery keeps the event
+// it was read as, and why it reaches no automation when it does not.
 func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation, d *factory.Delivery) ([]runs.CreateRequest, error) {
 	body, err := e.Store.DeliveryPayload(hook.UID, d.ID)
 	if err != nil {
@@ -339,20 +340,18 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 	if err != nil {
 		return nil, err
 	}
-	ev := trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload}
-	provided := e.providerEvents(f, hook, d, payload)
+	read := trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), d.EventType, payload)
+	keepEvent(d, read, &f.Settings)
 	var reqs []runs.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled {
 			continue
 		}
-		var by *factory.ProviderEvent
-		if !a.triggers.Match(ev) {
-			if by = firstMatch(a.triggers, hook, payload, provided); by == nil {
-				continue
-			}
+		v := trigger.Decide(&f.Settings, read, a.triggers)
+		if !v.Fires() {
+			continue
 		}
-		req, err := e.request(f, hook, a.rec, d, body, by)
+		req, err := e.request(f, hook, a.rec, d, body, v.Event)
 		if err != nil {
 			return nil, err
 		}

@@ -198,6 +198,13 @@ func TestSlackThroughServe(t *testing.T) {
 // secrets given and agents that do nothing.
 func serveWithSecrets(t *testing.T, root string, values map[string]string) *harness {
 	t.Helper()
+	return serveFactories(t, values, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+}
+
+// serveFactories serves factories with the managed secrets given and
+// agents that do nothing.
+func serveFactories(t *testing.T, values map[string]string, sources ...server.FactorySource) *harness {
+	t.Helper()
 	return startWith(t, func(s *store.Store, data string) *runs.Manager {
 		kr, err := secrets.LoadKeyring(data)
 		if err != nil {
@@ -210,5 +217,5 @@ func serveWithSecrets(t *testing.T, root string, values map[string]string) *harn
 		}
 		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+	}, sources...)
 }
