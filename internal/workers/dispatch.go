@@ -168,7 +168,7 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	case err != nil || req.RunID == "" || req.Attempt == "":
 		ans = worker.ClaimAnswer{Reason: "not a claim"}
 	case claim == nil:
-		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet"}
+		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet", Retry: true}
 	default:
 		if err := claim(req.RunID, req.Attempt, name); err != nil {
 			ans = worker.ClaimAnswer{Reason: err.Error()}
