@@ -195,7 +195,7 @@ const claimRetry = 250 * time.Millisecond
 // the lease, so that a claim recorded whose answer was lost is claimed
 // again before the lease ends it.
 func claimWait(lease time.Duration) time.Duration {
-	return min(max(lease/4, 250*time.Millisecond), 5*time.Second)
+	return min(max(lease/2, 500*time.Millisecond), 5*time.Second)
 }
 
 // askClaim sends a claim and reads the control plane's answer; a
