@@ -82,7 +82,9 @@ func (d *Dispatcher) heard(e worker.Event) {
 		a = &heardOf{turns: map[string]bool{}}
 		d.seen[e.Worker] = a
 	}
-	a.lastSeen = time.Now().UTC()
+	if e.Kind != "lost" {
+		a.lastSeen = time.Now().UTC()
+	}
 	switch e.Kind {
 	case "claimed":
 		a.turns[e.Attempt] = true
