@@ -165,6 +165,10 @@ func (w *Worker) claim(ctx context.Context, m jetstream.Msg, a *Assignment) bool
 		_ = m.Term() // offered twice: this worker runs it already
 		return false
 	}
+	// A claim asked is seen through, even when the worker is told to
+	// drain meanwhile: the control plane may have recorded it, and a
+	// drain runs what the worker holds.
+	ctx = context.WithoutCancel(ctx)
 	ans, err := w.askClaim(ctx, a)
 	if err != nil || ans.Retry {
 		// Offered again in a moment; should the control plane have
