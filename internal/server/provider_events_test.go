@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	gh "github.com/google/go-github/v75/github"
+	gh "github.com/google/go-github/v88/github"
 
 	"factory"
 	"factory/internal/reconciler"
