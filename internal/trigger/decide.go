@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"fmt"
-	"strings"
 
 	"factory"
 	"factory/internal/events"
@@ -157,20 +156,5 @@ func notRouted(repo string) string {
 // GitLab project may sit in subgroups: acme/platform/widgets is acme's
 // widgets.
 func listsRepository(settings *factory.Settings, repo string) bool {
-	if repo == "" || len(settings.Repositories) == 0 {
-		return true
-	}
-	for _, r := range settings.Repositories {
-		if len(repo) <= len(r.Owner) || repo[len(r.Owner)] != '/' || !strings.EqualFold(repo[:len(r.Owner)], r.Owner) {
-			continue
-		}
-		rest := repo[len(r.Owner)+1:]
-		if strings.EqualFold(rest, r.Name) {
-			return true
-		}
-		if n := len(rest) - len(r.Name); n > 0 && rest[n-1] == '/' && strings.EqualFold(rest[n:], r.Name) {
-			return true
-		}
-	}
-	return false
+	return repo == "" || len(settings.Repositories) == 0 || settings.Lists(repo)
 }

@@ -28,9 +28,15 @@ func TestApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	widgets := codehost.Repo{Host: codehost.GitHub, Path: "acme/widgets"}
+	checkToken(t, f, app, widgets)
+	checkWriteBack(t, f, app, widgets)
+}
 
+// checkToken: a token scoped to the repository and to what agents need,
+// within the hour, that clones it and no other.
+func checkToken(t *testing.T, f *githubtest.Fake, app *github.App, widgets codehost.Repo) {
+	ctx := context.Background()
 	tok, err := app.Token(ctx, []codehost.Repo{widgets})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +75,12 @@ func TestApp(t *testing.T) {
 	if err := clone(f.CloneURL("acme", "api"), tok.Value); err == nil {
 		t.Fatal("the token cloned a repository it was not minted for")
 	}
+}
 
+// checkWriteBack: a comment made then edited, reactions, a check with
+// more annotations than one request takes, pull requests by branch.
+func checkWriteBack(t *testing.T, f *githubtest.Fake, app *github.App, widgets codehost.Repo) {
+	ctx := context.Background()
 	thread := codehost.Thread{Repo: widgets, Number: 7, CommentID: 99}
 	id, err := app.Comment(ctx, thread, "Working on it")
 	if err != nil {
