@@ -52,7 +52,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ACP agent (its stdout is the protocol's).
 func writeTurn(t turn) error {
 	var env strings.Builder
-	vars := append(append([]string{}, t.Env...),
+	vars := append(append(append([]string{}, t.Env...), runtime.GitEnv(t.Turn)...),
 		"FACTORY_RUN_ID="+t.RunID, "FACTORY_PROMPT_FILE="+Workspace+"/PROMPT.md", "FACTORY_ATTACHMENTS_DIR="+Workspace+"/attachments",
 		"FACTORY_FOLLOWUP="+t.FollowUp, "FACTORY_OUTPUT_DIR="+OutputDir)
 	for _, kv := range vars {

@@ -58,6 +58,10 @@ type Turn struct {
 	// Worker is the worker the turn must run on: the one that holds a
 	// continued run's workspace, or the one the run names; "" any.
 	Worker string `json:"worker,omitempty"`
+	// Checkout are the run's repositories, cloned into the workspace
+	// before the setup commands (those not there yet); their tokens are in
+	// Env.
+	Checkout []Checkout `json:"checkout,omitempty"`
 
 	// Dir is the run's folder on the machine that runs the turn (its
 	// workspace, output and logs are in it); set by the host.

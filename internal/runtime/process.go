@@ -33,6 +33,7 @@ func agentEnv(t Turn, run ...string) []string {
 		env = append(env, "HOME="+t.Workspace())
 	}
 	env = append(env, t.Env...)
+	env = append(env, gitEnv(t)...)
 	if t.Dir != "" {
 		env = append(env, "FACTORY_OUTPUT_DIR="+t.OutputDir())
 	}

@@ -331,6 +331,10 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 	if err := runtime.LayOut(&t); err != nil {
 		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
 	}
+	// The container may have no network: the worker clones first.
+	if res, ok := runtime.CheckOut(ctx, t, events); !ok {
+		return res, t.OutputDir()
+	}
 	t.Image = cmp.Or(t.Image, w.DockerImage)
 	return w.Docker.Run(ctx, t, events), t.OutputDir()
 }

@@ -119,3 +119,13 @@ func (f *Fake) GitRequests() []string {
 	defer f.mu.Unlock()
 	return append([]string(nil), f.gitRequests...)
 }
+
+// RepoDir is the bare repository behind a repository of the fake.
+func (f *Fake) RepoDir(owner, name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r := f.repos[owner+"/"+name]; r != nil {
+		return r.Dir
+	}
+	return ""
+}
