@@ -148,6 +148,13 @@ type Run struct {
 	// before the agent starts: the agent, its harness, its skills and its
 	// runner's setup commands (docs/definitions.md, "What agents do").
 	Setup *RunSetup `json:"setup,omitempty"`
+	// Repositories are the repositories the run works on, cloned into its
+	// workspace on its branch (Branch()); Origin is the issue or pull
+	// request it came from and reports to, and ReportComment the comment
+	// it keeps there up to date.
+	Repositories  []RepoCheckout `json:"repositories,omitempty"`
+	Origin        *Origin        `json:"origin,omitempty"`
+	ReportComment string         `json:"report_comment,omitempty"`
 
 	// steps are the states the run went through since it was read
 	// (MoveTo); the store checks them before it writes the run.
@@ -203,6 +210,9 @@ type RunSetup struct {
 	// with it.
 	Secrets []string `json:"secrets,omitempty"`
 }
+
+// Branch is the run's own branch in its repositories.
+func (r *Run) Branch() string { return "factory/" + r.ID }
 
 // SkillsDirInWorkspace is where a run's skills are laid out: the folder
 // agents look in (Agent Skills: .agents/skills/<name>/SKILL.md).
@@ -505,11 +515,19 @@ func eventType(e *RunEvent) string {
 // TimelineEventTypes are every event type a timeline can hold: the names
 // of a run's event stream's events.
 var TimelineEventTypes = []string{"oz_run_created", "oz_run_claimed", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
-	"artifact_problem", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
+	"artifact_problem", "checkout_skipped", "write_back_failed", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
 
 // messageEventTypes are the event types of status messages by prefix.
 var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "plan", "[permission] ": "permission_decision",
-	"artifacts: ": "artifact_problem"}
+	"artifacts: ": "artifact_problem", CheckoutSkipped: "checkout_skipped", WriteBackFailed: "write_back_failed"}
+
+// Prefixes of the server's own status messages that the timeline shows as
+// events of their own: a repository not cloned (its host has no
+// credential here), a report to the run's origin that failed.
+const (
+	CheckoutSkipped = "[checkout skipped] "
+	WriteBackFailed = "[write-back failed] "
+)
 
 // eventUUID is an event's UUID, derived from its run and place, so that
 // it is the same at every read: the SHA-256 of both, as a version 5

@@ -386,6 +386,7 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 	}
 	if by != nil {
 		req.Source, req.TriggerURL = factory.ProviderSource(by.Provider), by.Link
+		req.Repositories, req.Origin = factory.CheckoutsFor(&f.Settings, by), factory.OriginOf(by)
 	}
 	req.Prompt = prompt
 	res, err := e.resourcesOf(f.Name)

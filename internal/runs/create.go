@@ -43,6 +43,11 @@ type CreateRequest struct {
 	// FailWith, when set, records the run as FAILED at once with this
 	// status (an agent whose harness no environment runs).
 	FailWith *factory.StatusMessage
+	// Repositories are the repositories the run works on; nil for a run
+	// of a factory: every repository it lists (factory.CheckoutsFor).
+	// Origin is the issue or pull request it came from.
+	Repositories []factory.RepoCheckout
+	Origin       *factory.Origin
 }
 
 // AttachmentData is an attachment's name, type and content.
@@ -132,7 +137,12 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
-		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup}
+		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup, Repositories: req.Repositories, Origin: req.Origin}
+	if r.Repositories == nil && r.FactoryUID != "" {
+		if r.Repositories, err = m.listedRepositories(r.FactoryUID); err != nil {
+			return nil, false, err
+		}
+	}
 	if err := putSetupFiles(b, id, req.Setup, req.SetupFiles); err != nil {
 		return nil, false, err
 	}
@@ -223,4 +233,19 @@ func TitleOf(prompt string) string {
 		return "Untitled run"
 	}
 	return line
+}
+
+// listedRepositories are the repositories a factory lists, for a run of it
+// that no event of a repository started.
+func (m *Manager) listedRepositories(factoryUID string) ([]factory.RepoCheckout, error) {
+	fs, err := m.cfg.Store.Factories()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.UID == factoryUID {
+			return factory.CheckoutsFor(&f.Settings, nil), nil
+		}
+	}
+	return nil, nil
 }

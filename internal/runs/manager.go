@@ -78,6 +78,20 @@ type Config struct {
 	Workers      Host
 	NoLocal      bool
 	WorkersReady func() bool
+	// Repositories, when set, gives each turn of a run with repositories
+	// what reaching them takes (codehost.Hosts.Access): where to clone
+	// each from, and tokens minted for the turn.
+	Repositories func(ctx context.Context, r *factory.Run) (RepoAccess, error)
+}
+
+// RepoAccess is what a turn needs to reach its run's repositories: what to
+// clone (first turn), the agent's environment (the tokens, as the hosts'
+// tools read them), and notes for the timeline (a repository left out, and
+// why).
+type RepoAccess struct {
+	Checkout []runtime.Checkout
+	Env      []string
+	Notes    []string
 }
 
 // Errors of the manager, for the API to map to statuses.

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 		return nil, res, false
 	}
 	t.Env = slices.Concat(env.Env, setupEnv(r.Setup), granted)
+	if res, ok := m.repositories(r, t); !ok {
+		return nil, res, false
+	}
 	if err := m.files(r, t); err != nil {
 		return nil, runtime.Result{State: factory.StateError, Message: "the run's files: " + err.Error()}, false
 	}
@@ -41,6 +45,26 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 		}
 	}
 	return t, runtime.Result{}, true
+}
+
+// repositories gives the turn its run's repositories: what to clone,
+// and tokens minted for it; a repository left out is said on the timeline.
+// A code host that cannot mint a token ends the turn ERROR, retryable.
+func (m *Manager) repositories(r *factory.Run, t *runtime.Turn) (runtime.Result, bool) {
+	if len(r.Repositories) == 0 || m.cfg.Repositories == nil {
+		return runtime.Result{}, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	access, err := m.cfg.Repositories(ctx, r)
+	if err != nil {
+		return runtime.Result{State: factory.StateError, Message: "reaching the run's repositories: " + err.Error()}, false
+	}
+	t.Checkout, t.Env = access.Checkout, append(t.Env, access.Env...)
+	for _, n := range access.Notes {
+		m.note(r.ID, factory.CheckoutSkipped+n)
+	}
+	return runtime.Result{}, true
 }
 
 // files reads the run's attachments and its skills' files from the store

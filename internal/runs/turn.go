@@ -208,6 +208,18 @@ func (m *Manager) message(id, attempt string, e runtime.Event) {
 	}
 }
 
+// note records a message of the server's own on a run's timeline,
+// whatever the run's state.
+func (m *Manager) note(id, msg string) {
+	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
+		b.AddRunEvent(r, factory.RunEvent{Time: time.Now().UTC(), Kind: "message", Message: msg})
+		return nil
+	})
+	if err != nil {
+		m.cfg.Log.Error("noting on a run's timeline", "run", id, "err", err)
+	}
+}
+
 // turnEnded records how a turn ended; a turn that goes on on a worker
 // while the server stops (an empty State) is left in flight, to be
 // followed after the restart.

@@ -1,0 +1,107 @@
+package codehost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"factory"
+	"factory/internal/runtime"
+)
+
+// Access is what a turn of a run needs to reach its repositories: for
+// each whose host has a credential here, where to clone it from (at the
+// run's commit, else its default branch) onto the run's branch, and a
+// token minted for the turn, scoped to those repositories, in the
+// variables the host's tools read. A repository whose host has no
+// credential here is left out, not reached at all, and a note says why;
+// so is one of a second GitHub owner (one installation token a turn).
+func (h *Hosts) Access(ctx context.Context, factoryName string, r *factory.Run) (checkouts []runtime.Checkout, env, notes []string, err error) {
+	byHost := map[string][]factory.RepoCheckout{}
+	var order []string
+	for _, rc := range r.Repositories {
+		if _, seen := byHost[rc.Host]; !seen {
+			order = append(order, rc.Host)
+		}
+		byHost[rc.Host] = append(byHost[rc.Host], rc)
+	}
+	several := len(r.Repositories) > 1
+	for _, name := range order {
+		host, herr := h.For(factoryName, name)
+		if errors.Is(herr, ErrNoHost) {
+			for _, rc := range byHost[name] {
+				notes = append(notes, fmt.Sprintf("%s:%s is not cloned: no credential for %s is configured on this server", rc.Host, rc.Path, rc.Host))
+			}
+			continue
+		}
+		repos, skipped := oneOwner(name, byHost[name])
+		notes = append(notes, skipped...)
+		c, e, err := hostAccess(ctx, host, repos, r.Branch(), several)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		checkouts, env = append(checkouts, c...), append(env, e...)
+	}
+	return checkouts, env, notes, nil
+}
+
+// oneOwner keeps a host's repositories of its first owner where the host
+// mints a token per owner (GitHub), noting the rest.
+func oneOwner(host string, repos []factory.RepoCheckout) ([]factory.RepoCheckout, []string) {
+	if host != GitHub || len(repos) < 2 {
+		return repos, nil
+	}
+	owner := Repo{Host: host, Path: repos[0].Path}.Owner()
+	var keep []factory.RepoCheckout
+	var notes []string
+	for _, rc := range repos {
+		if (Repo{Host: host, Path: rc.Path}).Owner() == owner {
+			keep = append(keep, rc)
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s:%s is not cloned: a run's GitHub token reaches one owner's repositories (%s's)", host, rc.Path, owner))
+	}
+	return keep, notes
+}
+
+// hostAccess mints one token for a host's repositories and says where to
+// clone each from.
+func hostAccess(ctx context.Context, host Host, repos []factory.RepoCheckout, branch string, several bool) ([]runtime.Checkout, []string, error) {
+	rs := make([]Repo, len(repos))
+	for i, rc := range repos {
+		rs[i] = Repo{Host: host.Name(), Path: rc.Path}
+	}
+	tok, err := host.Token(ctx, rs)
+	if err != nil {
+		return nil, nil, err
+	}
+	vars := TokenVars(host.Name())
+	env := make([]string, 0, len(vars))
+	for _, v := range vars {
+		env = append(env, v+"="+tok.Value)
+	}
+	user := "x-access-token"
+	if host.Name() == GitLab {
+		user = "oauth2"
+	}
+	var out []runtime.Checkout
+	for i, rc := range repos {
+		info, err := host.Repository(ctx, rs[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		ref := rc.Ref
+		if ref == "" {
+			ref = info.DefaultBranch
+		}
+		dir := ""
+		if several {
+			dir = path.Base(strings.TrimSuffix(rc.Path, "/"))
+		}
+		out = append(out, runtime.Checkout{Name: rs[i].String(), URL: info.CloneURL, Ref: ref, Branch: branch, Dir: dir,
+			TokenVar: vars[0], User: user})
+	}
+	return out, env, nil
+}
