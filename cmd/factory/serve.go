@@ -96,6 +96,9 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	if err := o.workers.check(); err != nil {
+		return err
+	}
 	s, err := a.openStore()
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,11 +21,13 @@ import (
 )
 
 // TestExternalNATS: the control plane on a NATS cluster of its own
-// (serve --nats, a user and password in the URL): factory workers create
-// registers the worker's queue and prints the permissions its user needs,
-// no password; the cluster's operator makes that user (an nkey here), and
-// the worker, connecting with it, runs the runs; workers list sees it
-// connected (it answers the control plane's presence check).
+// (serve --nats, a user whose password is in a file): factory workers
+// create registers the worker's queue and prints the permissions its user
+// needs, no password; the cluster's operator makes that user (an nkey
+// here; a password in the environment for a second worker), and the
+// workers, connecting with them, run the runs; workers list sees them
+// connected (they answer the control plane's presence check). No password
+// is on a command line, where every local user reads it.
 func TestExternalNATS(t *testing.T) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -39,7 +42,8 @@ func TestExternalNATS(t *testing.T) {
 	// The cluster: the operator's users, the worker's with the
 	// permissions factory workers create prints.
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 8 << 20,
-		Users: []*server.User{{Username: "cp", Password: "cp-secret"}},
+		Users: []*server.User{{Username: "cp", Password: "cp-secret"},
+			{Username: "w2", Password: "w2-secret", Permissions: workers.ServerPermissions(workers.WorkerPermissions("w2"))}},
 		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.ServerPermissions(workers.WorkerPermissions("w1"))}}})
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +53,16 @@ func TestExternalNATS(t *testing.T) {
 		t.Fatal("the NATS server did not start")
 	}
 	t.Cleanup(ns.Shutdown)
-	url := fmt.Sprintf("nats://cp:cp-secret@%s", ns.Addr())
-	cl := controlPlane(t, 2*time.Second, "--nats", url)
+	pwFile := filepath.Join(t.TempDir(), "cp.password")
+	if err := os.WriteFile(pwFile, []byte("cp-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := controlPlane(t, 2*time.Second, "--nats", "nats://"+ns.Addr().String(), "--nats-user", "cp", "--nats-password-file", pwFile)
+	// The attack: any local user (an agent included) reads the control
+	// plane's command line.
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cl.proc.cmd.Process.Pid)); err != nil || strings.Contains(string(cmdline), "cp-secret") {
+		t.Fatalf("the control plane's NATS password is on its command line, for every local user to read: %v %q", err, cmdline)
+	}
 	if strings.Contains(cl.proc.log(), "cp-secret") {
 		t.Fatalf("the control plane logged its NATS password:\n%s", cl.proc.log())
 	}
@@ -96,6 +108,29 @@ func TestExternalNATS(t *testing.T) {
 	intruder := start(t, "intruder", "--data", t.TempDir(), "worker", "--creds", credsFile, "--nats-nkey", otherFile)
 	if err := intruder.cmd.Wait(); err == nil || !strings.Contains(intruder.log(), "Authorization Violation") {
 		t.Fatalf("a worker the cluster does not know: %v\n%s", err, intruder.log())
+	}
+
+	// A worker whose user has a password, given in the environment; w1
+	// stops, so that w2 runs what comes next.
+	var creds2 workers.CredentialsFile
+	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"w2"}`), &creds2); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(creds2)
+	creds2File := filepath.Join(t.TempDir(), "w2.creds")
+	if err := os.WriteFile(creds2File, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	_ = w.cmd.Wait()
+	t.Setenv("FACTORY_NATS_PASSWORD", "w2-secret")
+	w2 := start(t, "w2", "--data", t.TempDir(), "worker", "--creds", creds2File, "--max-runs", "2")
+	r := cl.wait(t, cl.create(t, "quick"), 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
+	if r.State != factory.StateSucceeded || r.Executor.UID != "w2" {
+		t.Fatalf("a run on the worker with a password: %s on %+v\n%s", r.State, r.Executor, w2.log())
+	}
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w2.cmd.Process.Pid)); err != nil || strings.Contains(string(cmdline), "w2-secret") {
+		t.Fatalf("the worker's NATS password is on its command line: %v %q", err, cmdline)
 	}
 }
 
