@@ -83,6 +83,8 @@ type Server struct {
 	eval    *automations.Evaluator
 	sched   *schedules.Scheduler
 	ui      sessions // the dashboard's
+	// validations holds a slot per validation running (maxValidations).
+	validations chan struct{}
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -106,7 +108,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		applier.Loader = &reconciler.Loader{}
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations)}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
