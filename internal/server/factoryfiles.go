@@ -156,7 +156,7 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		name = "validate"
 	}
-	c, err := reconciler.Check(r.Context(), memorySource{snap}, name, st)
+	c, err := reconciler.CheckWithin(r.Context(), s.cfg.Schedules, memorySource{snap}, name, st)
 	if err != nil {
 		return err
 	}

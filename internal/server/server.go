@@ -58,6 +58,9 @@ type Config struct {
 	// scraper on a private address). On the main listener /metrics needs
 	// an admin key: it lists every webhook's UID, which is its ingress URL.
 	MetricsListener net.Listener
+	// Schedules bound the schedules: how often one may fire, how many a
+	// factory and the Agents API may hold (zero fields: the defaults).
+	Schedules factory.ScheduleLimits
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -83,6 +86,9 @@ type Server struct {
 	eval    *automations.Evaluator
 	sched   *schedules.Scheduler
 	ui      sessions // the dashboard's
+	// scheduleMu serialises the creations of schedules, so that two at
+	// once cannot both take the last place.
+	scheduleMu sync.Mutex
 	// validations holds a slot per validation running (maxValidations).
 	validations chan struct{}
 
@@ -107,6 +113,8 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	if applier.Loader == nil {
 		applier.Loader = &reconciler.Loader{}
 	}
+	cfg.Schedules = cfg.Schedules.OrDefaults()
+	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations)}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
@@ -120,7 +128,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Queued
-		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log,
+		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
 	}
 	s.svc.Accepted = accepted

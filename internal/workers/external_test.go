@@ -29,30 +29,7 @@ import (
 // connected (they answer the control plane's presence check). No password
 // is on a command line, where every local user reads it.
 func TestExternalNATS(t *testing.T) {
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
-	seed, _ := kp.Seed()
-	seedFile := filepath.Join(t.TempDir(), "w1.nk")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The cluster: the operator's users, the worker's with the
-	// permissions factory workers create prints.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 8 << 20,
-		Users: []*server.User{{Username: "cp", Password: "cp-secret"},
-			{Username: "w2", Password: "w2-secret", Permissions: workers.ServerPermissions(workers.WorkerPermissions("w2"))}},
-		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.ServerPermissions(workers.WorkerPermissions("w1"))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns, seedFile := externalCluster(t)
 	pwFile := filepath.Join(t.TempDir(), "cp.password")
 	if err := os.WriteFile(pwFile, []byte("cp-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -60,25 +37,12 @@ func TestExternalNATS(t *testing.T) {
 	cl := controlPlane(t, 2*time.Second, "--nats", "nats://"+ns.Addr().String(), "--nats-user", "cp", "--nats-password-file", pwFile)
 	// The attack: any local user (an agent included) reads the control
 	// plane's command line.
-	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cl.proc.cmd.Process.Pid)); err != nil || strings.Contains(string(cmdline), "cp-secret") {
-		t.Fatalf("the control plane's NATS password is on its command line, for every local user to read: %v %q", err, cmdline)
-	}
+	notOnCommandLine(t, cl.proc, "cp-secret")
 	if strings.Contains(cl.proc.log(), "cp-secret") {
 		t.Fatalf("the control plane logged its NATS password:\n%s", cl.proc.log())
 	}
 
-	var creds workers.CredentialsFile
-	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"w1"}`), &creds); err != nil {
-		t.Fatal(err)
-	}
-	if creds.Password != "" || creds.Permissions == nil || creds.URL != "nats://"+ns.Addr().String() || creds.User != "w1" {
-		t.Fatalf("credentials on a cluster of its own: %+v", creds)
-	}
-	b, _ := json.Marshal(creds)
-	credsFile := filepath.Join(t.TempDir(), "w1.creds")
-	if err := os.WriteFile(credsFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	credsFile := registerExternal(t, cl, "w1", "nats://"+ns.Addr().String())
 	w := start(t, "w1", "--data", t.TempDir(), "worker", "--creds", credsFile, "--nats-nkey", seedFile, "--max-runs", "2")
 	var ids []string
 	for range 4 {
@@ -112,15 +76,7 @@ func TestExternalNATS(t *testing.T) {
 
 	// A worker whose user has a password, given in the environment; w1
 	// stops, so that w2 runs what comes next.
-	var creds2 workers.CredentialsFile
-	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"w2"}`), &creds2); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = json.Marshal(creds2)
-	creds2File := filepath.Join(t.TempDir(), "w2.creds")
-	if err := os.WriteFile(creds2File, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	creds2File := registerExternal(t, cl, "w2", "nats://"+ns.Addr().String())
 	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	_ = w.cmd.Wait()
 	t.Setenv("FACTORY_NATS_PASSWORD", "w2-secret")
@@ -129,8 +85,67 @@ func TestExternalNATS(t *testing.T) {
 	if r.State != factory.StateSucceeded || r.Executor.UID != "w2" {
 		t.Fatalf("a run on the worker with a password: %s on %+v\n%s", r.State, r.Executor, w2.log())
 	}
-	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w2.cmd.Process.Pid)); err != nil || strings.Contains(string(cmdline), "w2-secret") {
-		t.Fatalf("the worker's NATS password is on its command line: %v %q", err, cmdline)
+	notOnCommandLine(t, w2, "w2-secret")
+}
+
+// externalCluster is a NATS server of the operator's: the control plane's
+// user cp (password cp-secret), the worker w1's (an nkey: its seed's file
+// is returned) and w2's (password w2-secret), with the permissions factory
+// workers create prints.
+func externalCluster(t *testing.T) (*server.Server, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "w1.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 8 << 20,
+		Users: []*server.User{{Username: "cp", Password: "cp-secret"},
+			{Username: "w2", Password: "w2-secret", Permissions: workers.ServerPermissions(workers.WorkerPermissions("w2"))}},
+		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: workers.ServerPermissions(workers.WorkerPermissions("w1"))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns, seedFile
+}
+
+// registerExternal creates a worker on a control plane over a cluster of
+// its own and writes its credentials file: no password, the permissions
+// its user needs.
+func registerExternal(t *testing.T, cl *cluster, name, natsURL string) string {
+	t.Helper()
+	var creds workers.CredentialsFile
+	if err := cl.c.Do(context.Background(), "POST", "/v1/admin/workers", strings.NewReader(`{"name":"`+name+`"}`), &creds); err != nil {
+		t.Fatal(err)
+	}
+	if creds.Password != "" || creds.Permissions == nil || creds.URL != natsURL || creds.User != name {
+		t.Fatalf("credentials on a cluster of its own: %+v", creds)
+	}
+	b, _ := json.Marshal(creds)
+	file := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// notOnCommandLine fails when a process's command line, which every local
+// user can read, holds the secret.
+func notOnCommandLine(t *testing.T, p *proc, secret string) {
+	t.Helper()
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.cmd.Process.Pid))
+	if err != nil || strings.Contains(string(cmdline), secret) {
+		t.Fatalf("a NATS password is on a command line, for every local user to read: %v %q", err, cmdline)
 	}
 }
 
