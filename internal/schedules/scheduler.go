@@ -274,7 +274,7 @@ func (s *Scheduler) request(e *entry, instant time.Time) (runs.CreateRequest, er
 	at := instant.UTC()
 	req := runs.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
 		Schedule: &factory.RunSchedule{ScheduleID: e.id, ScheduleName: e.name, CronSchedule: e.cron}, ScheduledAt: &at}
-	envelope := fmt.Sprintf(Envelope, e.name, e.cron, at.Format(time.RFC3339))
+	envelope := fmt.Sprintf(Envelope, automations.OneLine(e.name), automations.OneLine(e.cron), at.Format(time.RFC3339))
 	if it := e.item; it != nil {
 		req.Title, req.Prompt, req.Config, req.Metadata = it.Name, strings.TrimRight(it.Prompt, "\n")+"\n"+envelope, it.AgentConfig, it.Metadata
 		req.Environment = environmentOf(it.AgentConfig)

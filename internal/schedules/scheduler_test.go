@@ -166,3 +166,21 @@ func TestFastRecordsFireOnceAMinute(t *testing.T) {
 		t.Fatalf("a schedule @every 1s fired %d times in 150 s: %v (want 2, at 09:01:00 and 09:02:00)", len(fired), fired)
 	}
 }
+
+// TestScheduleEnvelopeFoldsLineBreaks: a cron expression may hold line
+// breaks between its fields ("0 3 * *\n*" parses as five fields), and the
+// envelope quotes it in the trusted part of the prompt: it stays one line.
+func TestScheduleEnvelopeFoldsLineBreaks(t *testing.T) {
+	s, m := fixture(t, "@daily")
+	sch := &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cron := "0 3 * *\n*"
+	e := &entry{id: "sch_x", name: "nightly", cron: cron, item: &factory.ScheduledAgent{ID: "sch_x", Name: "nightly", CronSchedule: cron, Prompt: "Tick"}}
+	req, err := sch.request(e, time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Tick\n\n---\nThis run was started by schedule \"nightly\" (0 3 * * *, UTC) for 2026-11-24T03:00:00Z.\n"
+	if req.Prompt != want {
+		t.Fatalf("the prompt:\n%q\nwant\n%q", req.Prompt, want)
+	}
+}
