@@ -89,6 +89,7 @@ type Server struct {
 	// scheduleMu serialises the creations of schedules, so that two at
 	// once cannot both take the last place.
 	scheduleMu sync.Mutex
+	push    *pushGuard
 	// validations holds a slot per validation running (maxValidations).
 	validations chan struct{}
 
@@ -116,7 +117,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	cfg.Schedules = cfg.Schedules.OrDefaults()
 	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations)}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard()}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
