@@ -52,7 +52,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Use:   "serve --source DIR|GIT_URL | --config FILE",
 		Short: "Keep factories reconciled from their sources and serve the HTTP API",
 		Long: `Reconcile factories continuously and serve /healthz, /readyz, /metrics and the API on
-one listener (/metrics needs an admin API key there; --metrics-listen serves it without one
+one listener (/metrics needs a read or admin API key there; --metrics-listen serves it without one
 on an address of its own). SIGINT or SIGTERM shut it down gracefully.
 
 --source serves one factory: a directory, which is watched (a change is applied within

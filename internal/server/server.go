@@ -56,7 +56,8 @@ type Config struct {
 	Runs *runs.Manager
 	// MetricsListener, when set, serves /metrics without an API key (for a
 	// scraper on a private address). On the main listener /metrics needs
-	// an admin key: it lists every webhook's UID, which is its ingress URL.
+	// a read (or admin) key, as the webhooks do: it lists every webhook's
+	// UID, which is its ingress URL.
 	MetricsListener net.Listener
 	// Schedules bound the schedules: how often one may fire, how many a
 	// factory and the Agents API may hold (zero fields: the defaults).

@@ -314,9 +314,9 @@ func dirSource(name, root string) server.FactorySource {
 }
 
 // TestMetricsNeedAKey: /metrics lists every webhook's UID (its ingress URL),
-// so on the main listener it needs an admin key; a listener of its own
-// serves it without one. The attack: /metrics was public on the ingress
-// listener.
+// so on the main listener it needs a key that may read the webhooks (read,
+// or admin), as GET /v1/webhooks/{uid} does; a listener of its own serves
+// it without one. The attack: /metrics was public on the ingress listener.
 func TestMetricsNeedAKey(t *testing.T) {
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -325,10 +325,11 @@ func TestMetricsNeedAKey(t *testing.T) {
 	h := startConfigured(t, func(c *server.Config) { c.MetricsListener = ml }, nil)
 	b := h.store.NewBatch()
 	b.PutAPIKey("fk_runs_only_0000000000000000000000000000", &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, CreatedAt: time.Now()})
+	b.PutAPIKey("fk_read_only_0000000000000000000000000000", &factory.APIKey{Name: "scraper", Scope: factory.ScopeRead, CreatedAt: time.Now()})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]int{"": 401, "fk_runs_only_0000000000000000000000000000": 403, adminKey: 200} {
+	for key, want := range map[string]int{"": 401, "fk_runs_only_0000000000000000000000000000": 403, "fk_read_only_0000000000000000000000000000": 200, adminKey: 200} {
 		req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
