@@ -36,9 +36,9 @@ type pushEvent struct {
 	Repository struct {
 		PushedAt json.RawMessage `json:"pushed_at"`
 		CloneURL string          `json:"clone_url"`
-		SSHURL   string `json:"ssh_url"`
-		HTMLURL  string `json:"html_url"`
-		GitURL   string `json:"git_url"`
+		SSHURL   string          `json:"ssh_url"`
+		HTMLURL  string          `json:"html_url"`
+		GitURL   string          `json:"git_url"`
 	} `json:"repository"`
 	Project struct {
 		HTTPURL string `json:"git_http_url"`
