@@ -90,7 +90,8 @@ type Server struct {
 	// scheduleMu serialises the creations of schedules, so that two at
 	// once cannot both take the last place.
 	scheduleMu sync.Mutex
-	push    *pushGuard
+	push       *pushGuard
+	signIn     *signIn
 	// validations holds a slot per validation running (maxValidations).
 	validations chan struct{}
 
@@ -118,7 +119,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	cfg.Schedules = cfg.Schedules.OrDefaults()
 	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard()}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard(), signIn: newSignIn()}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
@@ -256,6 +257,7 @@ func (s *Server) sweep(ctx context.Context) {
 		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
 			s.log.Error("sweeping the run index", "err", err)
 		}
+		s.ui.prune(time.Now())
 		select {
 		case <-ctx.Done():
 			return
