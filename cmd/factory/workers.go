@@ -222,7 +222,7 @@ func (a *app) workerCmd() *cobra.Command {
 	var o worker.Options
 	var auth natsAuth
 	cmd := &cobra.Command{
-		Use:   "worker --creds FILE [--id NAME] [--nats URL [--nats-creds FILE|--nats-nkey FILE]] [--max-runs N] [--backend direct|docker]",
+		Use:   "worker --creds FILE [--id NAME] [--nats URL [--nats-creds FILE|--nats-nkey FILE|--nats-password-file FILE]] [--max-runs N] [--backend direct|docker]",
 		Short: "Claim runs from a control plane's queue and run them on this machine",
 		Long: `A worker connects to the control plane's NATS server with the credentials that
 factory workers create printed, claims runs (at most --max-runs at once), runs each in a
