@@ -48,12 +48,12 @@ const DefaultNATSListen = "127.0.0.1:4222"
 
 func (o *workersOpts) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.natsListen, "nats-listen", DefaultNATSListen, "the embedded NATS JetStream server's address, through which runs go to workers (the in-process one by default); off: none, every run in this process")
+	f.StringVar(&o.natsListen, "nats-listen", DefaultNATSListen, "the embedded NATS JetStream server's address, through which runs go to workers; off: none, every run in this process")
 	f.StringVar(&o.natsURL, "nats", "", "use this NATS cluster (with JetStream) instead of an embedded server: nats://host:port (credentials: --nats-creds, --nats-nkey, or --nats-user with its password in a file or FACTORY_NATS_PASSWORD)")
 	natsAuthFlags(f, &o.natsAuth, "with --nats: ")
 	f.DurationVar(&o.lease, "lease", 10*time.Second, "with workers: a worker that sends nothing for this long loses its run (ERROR, retryable)")
-	f.BoolVar(&o.noLocal, "no-local-worker", false, "with workers: run no worker in this process (runs then wait for a worker elsewhere)")
-	f.IntVar(&o.localMaxRuns, "local-max-runs", 0, "with workers: how many runs the in-process worker runs at once (default: runtime.maxConcurrentRuns)")
+	f.BoolVar(&o.noLocal, "no-local-worker", false, "with workers: run no run in this process that a worker could run (they wait for a worker)")
+	f.IntVar(&o.localMaxRuns, "local-max-runs", 0, "with workers: how many runs this process runs at once (default: runtime.maxConcurrentRuns)")
 }
 
 // natsAuth are the credentials made by a NATS cluster's operator, as the

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"factory"
@@ -24,6 +21,7 @@ import (
 	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/schema"
+	"factory/internal/service"
 	"factory/internal/store"
 )
 
@@ -35,7 +33,6 @@ const (
 	maxAttachments    = 5
 	maxAttachmentSize = 10 << 20
 	maxMetadataKeys   = 20
-	idempotencyWindow = 24 * time.Hour
 )
 
 func (s *Server) agentRoutes(mux *routes) {
@@ -127,8 +124,6 @@ func (s *Server) resolveConfig(cfg map[string]any) (json.RawMessage, string, err
 	return out, env, nil
 }
 
-var idemMu sync.Mutex
-
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	return s.create(w, r, "")
 }
@@ -150,23 +145,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		return err
 	}
 	key := callerKey(r)
-	var idem string
+	var idem *service.Idempotency
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
-		idemMu.Lock()
-		defer idemMu.Unlock()
-		sum := sha256.Sum256(body)
-		idem = store.HashAPIKey(key.Prefix + k)
-		prev, ok, err := s.store.Idempotent(idem, hex.EncodeToString(sum[:]), idempotencyWindow)
-		switch {
-		case err != nil:
-			return err
-		case ok && prev == nil:
-			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body", NoRetry: true}
-		case ok:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			w.Write(prev)
-			return nil
+		idem = &service.Idempotency{Key: k, Body: body}
+		if key != nil {
+			idem.Caller = key.Prefix
 		}
 	}
 	req, err := s.runRequestFor(r, &q, factoryUID)
@@ -176,24 +159,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	if key != nil {
 		req.Creator = apiKeyCreator(key)
 	}
-	atCapacity := s.cfg.Runs.AtCapacity()
-	run, err := s.cfg.Runs.Create(req)
-	if errors.Is(err, runs.ErrUnknownEnvironment) {
-		return errorf(CodeInvalidRequest, err.Error())
-	}
+	created, err := s.runs.Create(r.Context(), req, idem)
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State, "at_capacity": atCapacity})
-	if idem != "" {
-		sum := sha256.Sum256(body)
-		if err := s.store.RememberIdempotent(idem, hex.EncodeToString(sum[:]), resp); err != nil {
-			return err
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(append(resp, '\n'))
+	writeJSON(w, http.StatusOK, created)
 	return nil
 }
 
@@ -671,24 +641,12 @@ func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ans, err := s.followUpRun(r.PathValue("runId"), q.Message, files)
+	ans, err := s.runs.FollowUp(r.Context(), r.PathValue("runId"), q.Message, files)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
-}
-
-// followUpRun sends a follow-up, for the API and the dashboard alike.
-func (s *Server) followUpRun(id, message string, files []runs.AttachmentData) (runs.FollowUpAnswer, error) {
-	_, ans, err := s.cfg.Runs.SendFollowUp(id, message, files)
-	switch {
-	case errors.Is(err, runs.ErrNotFound):
-		return ans, errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrAttachmentName):
-		return ans, errorf(CodeInvalidRequest, "attachments: "+err.Error())
-	}
-	return ans, err
 }
 
 // followUpAttachment names a file for a follow-up: an artifact's UID (a
@@ -730,26 +688,12 @@ func (s *Server) followUpFiles(atts []followUpAttachment) ([]runs.AttachmentData
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
-	id, err := s.cancel(r.PathValue("runId"))
+	run, err := s.runs.Cancel(r.Context(), r.PathValue("runId"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, id) // a bare JSON string (docs/spec/agents-api.md)
+	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
 	return nil
-}
-
-// cancel cancels a run, for the API and the dashboard alike.
-func (s *Server) cancel(id string) (string, error) {
-	run, err := s.cfg.Runs.Cancel(id)
-	switch {
-	case errors.Is(err, runs.ErrNotFound):
-		return "", errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runs.ErrTerminal):
-		return "", errorf(CodeInvalidRequest, err.Error())
-	case err != nil:
-		return "", err
-	}
-	return run.ID, nil
 }
 
 // interruptRun is POST /v1/agent/runs/{runId}/interrupt: the current turn
@@ -757,23 +701,10 @@ func (s *Server) cancel(id string) (string, error) {
 // stopped.
 func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("runId")
-	if err := s.interrupt(id); err != nil {
+	if err := s.runs.Interrupt(r.Context(), id); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
-	return nil
-}
-
-// interrupt stops a run's turn, for the API and the dashboard alike.
-func (s *Server) interrupt(id string) error {
-	switch err := s.cfg.Runs.Interrupt(id); {
-	case errors.Is(err, runs.ErrNotFound):
-		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runs.ErrNotLive):
-		return &Error{Code: CodeConflict, Message: fmt.Sprintf("run %s has no turn in progress to interrupt", id), NoRetry: true}
-	case err != nil:
-		return err
-	}
 	return nil
 }
 

@@ -117,10 +117,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 		ag.Apply(&req)
 		foreman = ag.Name()
 	}
-	run, err := s.cfg.Runs.Create(req)
+	created, err := s.runs.Create(r.Context(), req, nil)
 	if err != nil {
 		return err
 	}
+	run := created.Run
 	ticket := q.TicketRef
 	if ticket == "" {
 		ticket = "api:" + run.ID

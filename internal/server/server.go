@@ -74,7 +74,8 @@ type Server struct {
 	store   *store.Store
 	applier *reconciler.Applier
 	svc     *service.Service
-	started time.Time // when the server was made: environments' last_updated
+	runs    *service.Runs // nil without a run manager
+	started time.Time     // when the server was made: environments' last_updated
 	log     *slog.Logger
 	metrics *metrics
 
@@ -126,6 +127,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.metrics.workerGauges(cfg.Workers)
 	}
 	if cfg.Runs != nil {
+		s.runs = &service.Runs{Store: applier.Store, Manager: cfg.Runs}
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,

@@ -108,6 +108,9 @@ type ClaimRequest struct {
 type ClaimAnswer struct {
 	OK     bool   `json:"ok"`
 	Reason string `json:"reason,omitempty"`
+	// Retry says the control plane cannot answer yet (it is starting):
+	// the turn stays in the queue for a moment later.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Event is what a worker reports of a turn it claimed: started (its agent

@@ -169,15 +169,20 @@ func (w *Worker) claim(ctx context.Context, m jetstream.Msg, a *Assignment) bool
 		_ = m.Term() // offered twice: this worker runs it already
 		return false
 	}
-	req, _ := json.Marshal(ClaimRequest{RunID: a.RunID, Attempt: a.Attempt})
-	reply, err := w.NC.RequestWithContext(ctxTimeout(ctx, claimWait), ClaimSubject(w.ID), req)
-	if err != nil {
-		w.Log.Warn("claiming a run: the control plane does not answer; it stays in the queue", "run", a.RunID, "err", err)
-		_ = m.NakWithDelay(time.Second)
+	// A claim asked is seen through, even when the worker is told to
+	// drain meanwhile: the control plane may have recorded it, and a
+	// drain runs what the worker holds.
+	ctx = context.WithoutCancel(ctx)
+	ans, err := w.askClaim(ctx, a)
+	if err != nil || ans.Retry {
+		// Offered again in a moment; should the control plane have
+		// recorded the claim without its answer reaching here, the claim
+		// again is this worker's still (within the lease).
+		w.Log.Warn("claiming a run: the control plane cannot answer now; the run stays in the queue", "run", a.RunID, "err", err)
+		_ = m.NakWithDelay(claimRetry)
 		return false
 	}
-	var ans ClaimAnswer
-	if json.Unmarshal(reply.Data, &ans) != nil || !ans.OK {
+	if !ans.OK {
 		w.Log.Info("a run's turn is not this worker's to run", "run", a.RunID, "attempt", a.Attempt, "reason", ans.Reason)
 		_ = m.Term()
 		return false
@@ -190,13 +195,32 @@ func (w *Worker) claim(ctx context.Context, m jetstream.Msg, a *Assignment) bool
 	return true
 }
 
-// claimWait bounds the control plane's answer to a claim.
-const claimWait = 5 * time.Second
+// claimRetry is how long a turn whose claim got no answer waits in the
+// queue before it is offered again.
+const claimRetry = 250 * time.Millisecond
 
-func ctxTimeout(ctx context.Context, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(ctx, d)
-	context.AfterFunc(c, cancel)
-	return c
+// claimWait bounds the control plane's answer to a claim: a fraction of
+// the lease, so that a claim recorded whose answer was lost is claimed
+// again before the lease ends it.
+func claimWait(lease time.Duration) time.Duration {
+	return min(max(lease/2, 500*time.Millisecond), 5*time.Second)
+}
+
+// askClaim sends a claim and reads the control plane's answer; a
+// connection that is down answers at once.
+func (w *Worker) askClaim(ctx context.Context, a *Assignment) (ClaimAnswer, error) {
+	if !w.NC.IsConnected() {
+		return ClaimAnswer{}, nats.ErrConnectionClosed
+	}
+	req, _ := json.Marshal(ClaimRequest{RunID: a.RunID, Attempt: a.Attempt})
+	ctx, cancel := context.WithTimeout(ctx, claimWait(a.Lease))
+	defer cancel()
+	var ans ClaimAnswer
+	reply, err := w.NC.RequestWithContext(ctx, ClaimSubject(w.ID), req)
+	if err == nil {
+		err = json.Unmarshal(reply.Data, &ans)
+	}
+	return ans, err
 }
 
 // sharedWait is how long one look at the shared queue waits for a run: a

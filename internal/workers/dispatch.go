@@ -38,7 +38,7 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	waiting map[string]chan worker.Event // by attempt
-	seen    map[string]*Activity         // by worker
+	seen    map[string]*heardOf          // by worker
 	// orphans are events of turns nobody follows yet (a restarted control
 	// plane hears them before it follows the turns again), by attempt.
 	orphans map[string][]worker.Event
@@ -54,6 +54,13 @@ type Activity struct {
 	LastSeen   time.Time `json:"last_heartbeat"`
 }
 
+// heardOf is what the control plane heard of one worker: the turns it
+// holds (a claim asked again counts once), and when it last said anything.
+type heardOf struct {
+	turns    map[string]bool // by attempt
+	lastSeen time.Time
+}
+
 // Activity is what the control plane heard of each worker since it
 // started.
 func (d *Dispatcher) Activity() map[string]Activity {
@@ -61,7 +68,7 @@ func (d *Dispatcher) Activity() map[string]Activity {
 	defer d.mu.Unlock()
 	out := map[string]Activity{}
 	for w, a := range d.seen {
-		out[w] = *a
+		out[w] = Activity{RunsActive: len(a.turns), LastSeen: a.lastSeen}
 	}
 	return out
 }
@@ -72,15 +79,17 @@ func (d *Dispatcher) heard(e worker.Event) {
 	defer d.mu.Unlock()
 	a := d.seen[e.Worker]
 	if a == nil {
-		a = &Activity{}
+		a = &heardOf{turns: map[string]bool{}}
 		d.seen[e.Worker] = a
 	}
-	a.LastSeen = time.Now().UTC()
+	if e.Kind != "lost" {
+		a.lastSeen = time.Now().UTC()
+	}
 	switch e.Kind {
 	case "claimed":
-		a.RunsActive++
-	case "done":
-		a.RunsActive = max(a.RunsActive-1, 0)
+		a.turns[e.Attempt] = true
+	case "done", "lost":
+		delete(a.turns, e.Attempt)
 	}
 }
 
@@ -124,7 +133,7 @@ func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 // Start consumes the events stream and answers claims until ctx ends.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
-	d.waiting, d.seen, d.orphans = map[string]chan worker.Event{}, map[string]*Activity{}, map[string][]worker.Event{}
+	d.waiting, d.seen, d.orphans = map[string]chan worker.Event{}, map[string]*heardOf{}, map[string][]worker.Event{}
 	d.mu.Unlock()
 	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -168,7 +177,7 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	case err != nil || req.RunID == "" || req.Attempt == "":
 		ans = worker.ClaimAnswer{Reason: "not a claim"}
 	case claim == nil:
-		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet"}
+		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet", Retry: true}
 	default:
 		if err := claim(req.RunID, req.Attempt, name); err != nil {
 			ans = worker.ClaimAnswer{Reason: err.Error()}
@@ -316,6 +325,7 @@ func (d *Dispatcher) follow(ctx context.Context, runID, attempt string, tw turnW
 			}
 			// Should it be only cut off, it stops the turn when it hears this.
 			d.stop(ctx, runID, attempt, 0, holder)
+			d.heard(worker.Event{Worker: holder, Attempt: attempt, Kind: "lost"})
 			return runtime.Result{State: factory.StateError, Code: "worker_lost",
 				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", holder, d.Lease)}
 		case <-done:

@@ -44,13 +44,19 @@ type proc struct {
 
 func start(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, args...)
+}
+
+// startEnv is start with more of the environment.
+func startEnv(t testing.TB, name string, env []string, args ...string) *proc {
+	t.Helper()
 	out, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary(t), args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "FACTORY_API_KEY=")
+	cmd.Env = append(append(os.Environ(), "FACTORY_API_KEY="), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
