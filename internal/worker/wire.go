@@ -57,7 +57,8 @@ const ControlUser = "factory-control-plane"
 
 // LocalWorker is the name of the in-process worker of earlier versions:
 // the runs recorded with it are the control plane's own (their workspaces
-// are there), so no worker may take it, in any case.
+// are there, and their follow-ups run there), so no worker may take it, in
+// any case.
 const LocalWorker = "local"
 
 // ValidID says whether a worker's name can be used: it is part of
@@ -68,7 +69,7 @@ func ValidID(id string) bool { return IDProblem(id) == "" }
 func IDProblem(id string) string {
 	switch {
 	case strings.EqualFold(id, LocalWorker):
-		return fmt.Sprintf("worker name %q is reserved: it names the control plane's own worker, whose runs stay on the control plane; choose another", id)
+		return fmt.Sprintf("worker name %q is reserved: runs recorded with it are the control plane's own (its in-process worker of earlier versions); choose another", id)
 	case id == ControlUser:
 		return fmt.Sprintf("worker name %q is reserved: it is the control plane's own NATS user; choose another", id)
 	case id == "" || len(id) > 64:
