@@ -52,7 +52,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Use:   "serve --source DIR|GIT_URL | --config FILE",
 		Short: "Keep factories reconciled from their sources and serve the HTTP API",
 		Long: `Reconcile factories continuously and serve /healthz, /readyz, /metrics and the API on
-one listener (/metrics needs an admin API key there; --metrics-listen serves it without one
+one listener (/metrics needs a read or admin API key there; --metrics-listen serves it without one
 on an address of its own). SIGINT or SIGTERM shut it down gracefully.
 
 --source serves one factory: a directory, which is watched (a change is applied within
@@ -94,6 +94,9 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	tuneGC()
 	cfg, err := a.serveConfig(cmd, o)
 	if err != nil {
+		return err
+	}
+	if err := o.workers.check(); err != nil {
 		return err
 	}
 	s, err := a.openStore()
@@ -160,7 +163,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits()},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok

@@ -34,6 +34,10 @@ type Scheduler struct {
 	// Fired, when set, is told each batch's schedules and how late the
 	// batch started after its instant (metrics, benchmarks).
 	Fired func(n int, late time.Duration)
+	// MinInterval is the least interval between a schedule's instants
+	// (0: factory.MinScheduleInterval). New schedules are refused below
+	// it; one recorded before fires at its multiples instead.
+	MinInterval time.Duration
 
 	mu      sync.Mutex
 	gen     uint64
@@ -51,6 +55,13 @@ type entry struct {
 	automation *factory.Automation
 	factory    *factory.Factory
 	item       *factory.ScheduledAgent
+}
+
+func (s *Scheduler) minInterval() time.Duration {
+	if s.MinInterval > 0 {
+		return s.MinInterval
+	}
+	return factory.MinScheduleInterval
 }
 
 func (s *Scheduler) now() time.Time {
@@ -126,7 +137,7 @@ func (s *Scheduler) reload() error {
 	if unchanged {
 		return nil
 	}
-	loaded, err := load(s.Store)
+	loaded, err := load(s.Store, s.minInterval())
 	if err != nil {
 		return err
 	}
@@ -159,7 +170,7 @@ func (s *Scheduler) reload() error {
 
 // load reads every schedule that fires: the schedule triggers of enabled
 // automations, and the enabled schedules of the Agents API.
-func load(st *store.Store) ([]*entry, error) {
+func load(st *store.Store, min time.Duration) ([]*entry, error) {
 	fs, err := st.Factories()
 	if err != nil {
 		return nil, err
@@ -183,7 +194,7 @@ func load(st *store.Store) ([]*entry, error) {
 					continue // validation refuses it; a record from before cannot fire
 				}
 				out = append(out, &entry{id: factory.FileScheduleID(a.UID, t.Schedule.Name, i), name: factory.ScheduleName(t.Schedule.Name, i),
-					cron: t.Schedule.Cron, sched: sched, automation: a, factory: f})
+					cron: t.Schedule.Cron, sched: sched.AtLeast(min), automation: a, factory: f})
 			}
 		}
 	}
@@ -196,7 +207,7 @@ func load(st *store.Store) ([]*entry, error) {
 		if err != nil || !it.Enabled {
 			continue
 		}
-		out = append(out, &entry{id: it.ID, name: it.Name, cron: it.CronSchedule, sched: sched, item: it})
+		out = append(out, &entry{id: it.ID, name: it.Name, cron: it.CronSchedule, sched: sched.AtLeast(min), item: it})
 	}
 	return out, nil
 }
@@ -263,7 +274,7 @@ func (s *Scheduler) request(e *entry, instant time.Time) (runs.CreateRequest, er
 	at := instant.UTC()
 	req := runs.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
 		Schedule: &factory.RunSchedule{ScheduleID: e.id, ScheduleName: e.name, CronSchedule: e.cron}, ScheduledAt: &at}
-	envelope := fmt.Sprintf(Envelope, e.name, e.cron, at.Format(time.RFC3339))
+	envelope := fmt.Sprintf(Envelope, automations.OneLine(e.name), automations.OneLine(e.cron), at.Format(time.RFC3339))
 	if it := e.item; it != nil {
 		req.Title, req.Prompt, req.Config, req.Metadata = it.Name, strings.TrimRight(it.Prompt, "\n")+"\n"+envelope, it.AgentConfig, it.Metadata
 		req.Environment = environmentOf(it.AgentConfig)

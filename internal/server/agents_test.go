@@ -28,7 +28,12 @@ const runsKey = "fk_test_runs_key_00000000000000000000000000"
 // runsServer is a server whose default environment runs a shell script.
 func runsServer(t testing.TB, max int, script string) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runs.Manager {
+	return startWith(t, runsManager(max, script))
+}
+
+// runsManager is runsServer's run manager, for startConfigured.
+func runsManager(max int, script string) func(*store.Store, string) *runs.Manager {
+	return func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
@@ -38,7 +43,7 @@ func runsServer(t testing.TB, max int, script string) *harness {
 				"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}},
 				"other":   {Executor: &runtime.ExecExecutor{Command: []string{"true"}}},
 			}})
-	})
+	}
 }
 
 // call sends a request with the runs key and decodes a JSON answer.

@@ -18,8 +18,26 @@ type FileConfig struct {
 	PublicURL    string          `json:"publicUrl"`
 	Data         string          `json:"data"`
 	Factories    []FactoryConfig `json:"factories"`
+	Schedules    ScheduleConfig  `json:"schedules"`
 	Runtime      json.RawMessage `json:"runtime,omitempty"`
 	Environments json.RawMessage `json:"environments,omitempty"`
+}
+
+// ScheduleConfig is the configuration file's bounds of schedules; unset
+// fields take the defaults (factory.ScheduleLimits).
+type ScheduleConfig struct {
+	MinInterval       string `json:"minInterval,omitempty"`
+	MaxPerFactory     int    `json:"maxPerFactory,omitempty"`
+	MaxWithoutFactory int    `json:"maxWithoutFactory,omitempty"`
+}
+
+// Limits are the configured bounds, with the defaults where unset.
+func (c ScheduleConfig) Limits() factory.ScheduleLimits {
+	l := factory.ScheduleLimits{PerFactory: c.MaxPerFactory, WithoutFactory: c.MaxWithoutFactory}
+	if d, err := time.ParseDuration(c.MinInterval); err == nil && d > 0 {
+		l.MinInterval = d
+	}
+	return l.OrDefaults()
 }
 
 // FactoryConfig is one factory of the configuration file.

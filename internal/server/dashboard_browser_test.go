@@ -443,12 +443,19 @@ func between(s, from, to string) string {
 	return v
 }
 
-// signIn signs in with a key and returns a client that keeps the session.
+// signIn signs in with a key, through the sign-in page's form as a
+// browser does, and returns a client that keeps the session.
 func signIn(t testing.TB, h *harness, key string) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.PostForm(h.url+"/ui/login", url.Values{"key": {key}})
+	resp, err := c.Get(h.url + "/ui/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = c.PostForm(h.url+"/ui/login", url.Values{"key": {key}, "csrf": {between(string(form), `name="csrf" value="`, `"`)}})
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("sign in: %v %v", err, resp)
 	}

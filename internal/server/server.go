@@ -56,8 +56,12 @@ type Config struct {
 	Runs *runs.Manager
 	// MetricsListener, when set, serves /metrics without an API key (for a
 	// scraper on a private address). On the main listener /metrics needs
-	// an admin key: it lists every webhook's UID, which is its ingress URL.
+	// a read (or admin) key, as the webhooks do: it lists every webhook's
+	// UID, which is its ingress URL.
 	MetricsListener net.Listener
+	// Schedules bound the schedules: how often one may fire, how many a
+	// factory and the Agents API may hold (zero fields: the defaults).
+	Schedules factory.ScheduleLimits
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -84,6 +88,13 @@ type Server struct {
 	eval    *automations.Evaluator
 	sched   *schedules.Scheduler
 	ui      sessions // the dashboard's
+	// scheduleMu serialises the creations of schedules, so that two at
+	// once cannot both take the last place.
+	scheduleMu sync.Mutex
+	push       *pushGuard
+	signIn     *signIn
+	// validations holds a slot per validation running (maxValidations).
+	validations chan struct{}
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -106,8 +117,10 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	if applier.Loader == nil {
 		applier.Loader = &reconciler.Loader{}
 	}
+	cfg.Schedules = cfg.Schedules.OrDefaults()
+	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard(), signIn: newSignIn()}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
@@ -120,7 +133,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
 			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
 		accepted = s.eval.Queued
-		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log,
+		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
 	}
 	s.svc.Accepted = accepted
@@ -246,6 +259,7 @@ func (s *Server) sweep(ctx context.Context) {
 		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
 			s.log.Error("sweeping the run index", "err", err)
 		}
+		s.ui.prune(time.Now())
 		select {
 		case <-ctx.Done():
 			return

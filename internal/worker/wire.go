@@ -7,6 +7,8 @@
 package worker
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"factory/internal/runtime"
@@ -53,18 +55,32 @@ func OutputsBucket(id string) string { return "FACTORY_OUTPUTS_" + id }
 // ControlUser is the control plane's own NATS user.
 const ControlUser = "factory-control-plane"
 
+// LocalWorker is the name of the in-process worker of earlier versions:
+// the runs recorded with it are the control plane's own (their workspaces
+// are there, and their follow-ups run there), so no worker may take it, in
+// any case.
+const LocalWorker = "local"
+
 // ValidID says whether a worker's name can be used: it is part of
-// subjects.
-func ValidID(id string) bool {
-	if id == "" || len(id) > 64 || id == ControlUser {
-		return false
+// subjects, and names none of the control plane's own.
+func ValidID(id string) bool { return IDProblem(id) == "" }
+
+// IDProblem says why a worker's name cannot be used, or "" when it can.
+func IDProblem(id string) string {
+	switch {
+	case strings.EqualFold(id, LocalWorker):
+		return fmt.Sprintf("worker name %q is reserved: runs recorded with it are the control plane's own (its in-process worker of earlier versions); choose another", id)
+	case id == ControlUser:
+		return fmt.Sprintf("worker name %q is reserved: it is the control plane's own NATS user; choose another", id)
+	case id == "" || len(id) > 64:
+		return fmt.Sprintf("worker name %q: 1 to 64 of a-z A-Z 0-9 - _", id)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
+			return fmt.Sprintf("worker name %q: 1 to 64 of a-z A-Z 0-9 - _", id)
 		}
 	}
-	return true
+	return ""
 }
 
 // Assignment is a turn as a worker gets it: the turn itself (only the
@@ -167,9 +183,14 @@ type Credentials struct {
 	Password string `json:"password,omitempty"`
 	// On a NATS cluster of its own (serve --nats) the cluster's operator
 	// makes the users: a JWT credentials file or an nkey seed file, on
-	// the machine that connects; or a user and password in the URL.
+	// the machine that connects; or a user and password, the password
+	// read from a file or the environment (never the command line).
 	CredsFile string `json:"-"`
 	NkeyFile  string `json:"-"`
+	// PasswordUser is the cluster's user that Password is for, when it is
+	// not User (the control plane's user on a cluster is the operator's
+	// choice; User stays ControlUser).
+	PasswordUser string `json:"-"`
 	// NkeySeed is the worker's own nkey (factory workers create --nkey),
 	// instead of a password: its seed signs the server's challenge.
 	NkeySeed string `json:"nkey_seed,omitempty"`

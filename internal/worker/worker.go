@@ -69,7 +69,11 @@ func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
 		}
 		opts = append(opts, o)
 	case c.Password != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
+		user := c.PasswordUser
+		if user == "" {
+			user = c.User
+		}
+		opts = append(opts, nats.UserInfo(user, c.Password))
 	}
 	if c.User != ControlUser {
 		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(c.User)))

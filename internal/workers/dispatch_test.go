@@ -67,7 +67,7 @@ func FuzzFinishedOutputs(f *testing.F) {
 // names, so only plain names pass.
 func TestValidID(t *testing.T) {
 	for id, want := range map[string]bool{"w1": true, "builder-1": true, "a_b": true, "": false, "a.b": false, "a*": false, "a>": false,
-		"a b": false, ControlUser: false, "é": false, "x/y": false, string(make([]byte, 65)): false, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl": true} {
+		"a b": false, ControlUser: false, "local": false, "LOCAL": false, "Local": false, "local-1": true, "é": false, "x/y": false, string(make([]byte, 65)): false, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl": true} {
 		if got := ValidID(id); got != want {
 			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
 		}
