@@ -34,6 +34,9 @@ type Origin struct {
 	CommentID     int64  `json:"comment_id,omitempty"`
 	ReviewComment bool   `json:"review_comment,omitempty"`
 	WorkItem      string `json:"work_item,omitempty"`
+	// Silent: the run does not report back (its automation's writeBack:
+	// false).
+	Silent bool `json:"silent,omitempty"`
 }
 
 // OriginOf is the origin of a run an event starts: its issue or pull

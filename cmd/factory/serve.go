@@ -20,10 +20,12 @@ import (
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
+	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/service"
 	"factory/internal/store"
+	"factory/internal/writeback"
 )
 
 // Defaults of serve (docs/spec/runtime.md): git remotes are polled; directories are
@@ -148,12 +150,17 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, cp.hosts)
+	hosts := codeHosts(cfg, s, kr, log)
+	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, reporter)(c) })
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	cp.claims(runs)
+	if hosts != nil {
+		go reporter.Run(cmd.Context())
+	}
 	var ml net.Listener
 	if o.metricsListen != "" {
 		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {

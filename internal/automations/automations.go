@@ -348,6 +348,7 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 	}
 	read := trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), d.EventType, payload)
 	keepEvent(d, read, &f.Settings)
+	e.trackPullRequests(read.Events)
 	var reqs []runs.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled {
@@ -359,6 +360,9 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 		}
 		req, err := e.request(f, hook, a.rec, d, body, v.Event)
 		if err != nil {
+			return nil, err
+		}
+		if req, err = e.continueWorkItem(f, a.rec, d, body, req); err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, req)

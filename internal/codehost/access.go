@@ -105,3 +105,25 @@ func hostAccess(ctx context.Context, host Host, repos []factory.RepoCheckout, br
 	}
 	return out, env, nil
 }
+
+// PullRequests are the pull requests of a run's branch on the hosts of
+// its repositories, as PULL_REQUEST artifacts with their status; what a
+// host cannot say is left out (logged by the caller's host, if at all).
+func (h *Hosts) PullRequests(ctx context.Context, factoryName string, r *factory.Run) []factory.Artifact {
+	var out []factory.Artifact
+	for _, rc := range r.Repositories {
+		host, err := h.For(factoryName, rc.Host)
+		if err != nil {
+			continue
+		}
+		prs, err := host.PullRequests(ctx, Repo{Host: rc.Host, Path: rc.Path}, r.Branch())
+		if err != nil {
+			continue
+		}
+		for _, pr := range prs {
+			out = append(out, factory.Artifact{Type: factory.ArtifactPullRequest,
+				Data: factory.ArtifactData{URL: pr.URL, Branch: pr.Branch, Title: pr.Title, Status: pr.Status}})
+		}
+	}
+	return out
+}

@@ -49,6 +49,7 @@ func (m *Manager) Cancel(id string) (*factory.Run, error) {
 		a.cancel(context.Canceled)
 	}
 	m.logRun(r, "run finished", "result", string(factory.StateCancelled))
+	m.changed(r)
 	if m.cfg.Finished != nil {
 		m.cfg.Finished(factory.StateCancelled)
 	}
@@ -104,9 +105,27 @@ type FollowUpAnswer struct {
 // its workspace before its next turn. A run that ended or is BLOCKED goes
 // back to QUEUED; its next turn runs where its workspace is.
 func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
+	return m.sendFollowUp(id, "", message, files)
+}
+
+// ContinueWith sends a follow-up to a run once per key, however many times
+// it is asked (an event on a work item, evaluated again after a crash):
+// sent, or sent before, is no error.
+func (m *Manager) ContinueWith(id, key, message string, files []AttachmentData) error {
+	_, _, err := m.sendFollowUp(id, key, message, files)
+	return err
+}
+
+func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
 	requeue := false
 	var ans FollowUpAnswer
 	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
+		if once != "" {
+			if sent, err := m.cfg.Store.SentFollowUp(id, once); err != nil || sent {
+				return cmpErr(err, store.ErrNoChange)
+			}
+			b.MarkFollowUp(id, once)
+		}
 		now := time.Now().UTC()
 		for _, f := range files {
 			if err := CheckAttachmentName(f.Name); err != nil {
@@ -143,5 +162,13 @@ func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*fac
 	if requeue {
 		m.enqueue(r)
 	}
+	m.changed(r)
 	return r, ans, nil
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
 }

@@ -81,7 +81,7 @@ func (m *Manager) Create(req CreateRequest) (*factory.Run, error) {
 func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]*factory.Run, error) {
 	b := m.cfg.Store.NewLogBatch()
 	runs := make([]*factory.Run, 0, len(reqs))
-	var queue []*factory.Run
+	var queue, made []*factory.Run
 	for _, req := range reqs {
 		r, fresh, err := m.prepare(b, req)
 		if err != nil {
@@ -89,6 +89,9 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 			return nil, err
 		}
 		runs = append(runs, r)
+		if fresh {
+			made = append(made, r)
+		}
 		if fresh && r.State == factory.StateQueued {
 			queue = append(queue, r)
 		}
@@ -99,8 +102,9 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	for _, r := range runs {
+	for _, r := range made {
 		m.logRun(r, "run created")
+		m.changed(r)
 	}
 	for _, r := range queue {
 		m.enqueue(r)
@@ -178,6 +182,11 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 	}
 	r.ForgetSteps()
 	b.PutRun(r, nil)
+	if o := r.Origin; o != nil && o.WorkItem != "" && r.FactoryUID != "" {
+		if _, err := m.cfg.Store.WorkItem(r.FactoryUID, o.WorkItem); errors.Is(err, store.ErrNotFound) {
+			b.PutWorkItem(r.FactoryUID, o.WorkItem, r.ID) // the work item's root run
+		}
+	}
 	return r, true, nil
 }
 

@@ -82,6 +82,14 @@ type Config struct {
 	// what reaching them takes (codehost.Hosts.Access): where to clone
 	// each from, and tokens minted for the turn.
 	Repositories func(ctx context.Context, r *factory.Run) (RepoAccess, error)
+	// PullRequests, when set, are the pull requests a run's branch has on
+	// its code hosts, asked after each turn: they become its PULL_REQUEST
+	// artifacts, whether or not the agent named them.
+	PullRequests func(ctx context.Context, r *factory.Run) []factory.Artifact
+	// Changed, when set, is told of every run whose state changed, after
+	// the change is durable (the write-back to where runs came from). It
+	// must not block.
+	Changed func(r *factory.Run)
 }
 
 // RepoAccess is what a turn needs to reach its run's repositories: what to
@@ -376,6 +384,13 @@ func (m *Manager) EnvironmentList() []EnvironmentInfo {
 	}
 	slices.SortFunc(out, func(a, b EnvironmentInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// changed tells Config.Changed of a run's change.
+func (m *Manager) changed(r *factory.Run) {
+	if m.cfg.Changed != nil && r != nil {
+		m.cfg.Changed(r)
+	}
 }
 
 // logRun writes the server log's line for a run's change of state: one

@@ -94,6 +94,7 @@ func (m *Manager) begin(id string, here bool) (r *factory.Run, follow bool, err 
 		return nil, false, nil
 	case here:
 		m.logRun(r, "run claimed")
+		m.changed(r)
 	default:
 		m.logRun(r, "run offered to the workers", "worker", r.Worker)
 	}
@@ -151,6 +152,7 @@ func (m *Manager) Claim(runID, attempt, worker string) error {
 	}
 	if changed {
 		m.logRun(r, "run claimed", "worker", worker, "after", after)
+		m.changed(r)
 	}
 	return nil
 }
@@ -185,8 +187,10 @@ func (m *Manager) started(id, attempt string, e runtime.Event) {
 		m.cfg.Log.Error("recording a run's start", "run", id, "err", err)
 	case changed && r.Worker != "":
 		m.logRun(r, "run started", "worker", r.Worker)
+		m.changed(r)
 	case changed:
 		m.logRun(r, "run started")
+		m.changed(r)
 	}
 }
 
@@ -237,8 +241,25 @@ func (m *Manager) turnEnded(ctx context.Context, id, attempt string, res runtime
 	}
 	if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {
 		res = runtime.Result{State: factory.StateError, Message: runtime.ErrShutdown.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
+	} else {
+		res.Links = append(res.Links, m.pullRequests(id)...)
 	}
 	m.end(id, attempt, res)
+}
+
+// pullRequests are the pull requests of the run's branch on its code
+// hosts, found after a turn.
+func (m *Manager) pullRequests(id string) []factory.Artifact {
+	if m.cfg.PullRequests == nil {
+		return nil
+	}
+	r, err := m.cfg.Store.Run(id)
+	if err != nil || len(r.Repositories) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return m.cfg.PullRequests(ctx, r)
 }
 
 // end records a turn's end, and logs an error recording it.
@@ -271,6 +292,7 @@ func (m *Manager) finish(id, attempt string, res runtime.Result, retryable bool)
 		return err
 	}
 	m.logEnd(r, res)
+	m.changed(r)
 	if m.cfg.Finished != nil {
 		m.cfg.Finished(res.State)
 	}

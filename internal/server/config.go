@@ -21,6 +21,8 @@ type FileConfig struct {
 	Schedules    ScheduleConfig  `json:"schedules"`
 	Runtime      json.RawMessage `json:"runtime,omitempty"`
 	Environments json.RawMessage `json:"environments,omitempty"`
+	// CodeHosts are the code hosts runs reach (docs/codehosts.md).
+	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
 }
 
 // ScheduleConfig is the configuration file's bounds of schedules; unset
@@ -47,6 +49,28 @@ type FactoryConfig struct {
 	Ref       string `json:"ref,omitempty"`
 	Interval  string `json:"interval,omitempty"`
 	SecretRef string `json:"secretRef,omitempty"`
+	// CodeHosts is the factory's own GitLab, over the server's.
+	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+}
+
+// CodeHosts configures the code hosts: a GitHub App, a GitLab token.
+type CodeHosts struct {
+	GitHub *GitHubApp    `json:"github,omitempty"`
+	GitLab *GitLabConfig `json:"gitlab,omitempty"`
+}
+
+// GitHubApp is the GitHub App runs are given tokens of.
+type GitHubApp struct {
+	AppID            int64  `json:"appId"`
+	PrivateKeySecret string `json:"privateKeySecret"`
+	APIURL           string `json:"apiURL,omitempty"`
+	CheckName        string `json:"checkName,omitempty"`
+}
+
+// GitLabConfig is a GitLab instance and the secret holding its token.
+type GitLabConfig struct {
+	URL         string `json:"url,omitempty"`
+	TokenSecret string `json:"tokenSecret"`
 }
 
 // IntervalOr parses the factory's interval, or returns def when unset.

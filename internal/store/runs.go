@@ -209,3 +209,36 @@ func (b *Batch) PutRunAttachment(runID, name string, data []byte) {
 func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
 	return s.get(runAttachmentPrefix + runID + "/" + name)
 }
+
+// Key layout of work items (docs/spec/codehosts.md, Work items).
+const (
+	workItemPrefix     = "wi/"     // wi/<factory uid>/<key> → the root run's ID
+	followUpOncePrefix = "runfuk/" // runfuk/<run id>/<key> → nothing: a follow-up sent once
+)
+
+// PutWorkItem records a work item's root run, in the batch that creates
+// it, unless the work item has one.
+func (b *Batch) PutWorkItem(factoryUID, key, runID string) {
+	b.putRaw(workItemPrefix+factoryUID+"/"+key, []byte(runID))
+}
+
+// WorkItem is the root run of a factory's work item.
+func (s *Store) WorkItem(factoryUID, key string) (string, error) {
+	v, err := s.get(workItemPrefix + factoryUID + "/" + key)
+	return string(v), err
+}
+
+// MarkFollowUp notes, in the batch that queues it, that a follow-up of
+// this key was sent to a run.
+func (b *Batch) MarkFollowUp(runID, key string) {
+	b.putRaw(followUpOncePrefix+runID+"/"+key, nil)
+}
+
+// SentFollowUp reports whether a follow-up of this key was sent to a run.
+func (s *Store) SentFollowUp(runID, key string) (bool, error) {
+	_, err := s.get(followUpOncePrefix + runID + "/" + key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}

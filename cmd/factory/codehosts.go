@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"factory"
+	"factory/internal/codehost"
+	"factory/internal/codehost/github"
+	"factory/internal/runs"
+	"factory/internal/secrets"
+	"factory/internal/server"
+	"factory/internal/store"
+	"factory/internal/writeback"
+)
+
+// codeHosts are the code hosts of the server's configuration, each made
+// when first used (its credential is a managed secret, which may be
+// created after the server starts); nil without any.
+func codeHosts(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log *slog.Logger) *codehost.Hosts {
+	if cfg.CodeHosts == nil || cfg.CodeHosts.GitHub == nil && cfg.CodeHosts.GitLab == nil {
+		return nil
+	}
+	h := &codehost.Hosts{}
+	if app := cfg.CodeHosts.GitHub; app != nil {
+		h.GitHub = &lazyHost{name: codehost.GitHub, make: func() (codehost.Host, error) {
+			key, err := secrets.Current(s, kr, app.PrivateKeySecret)
+			if err != nil {
+				return nil, fmt.Errorf("the GitHub App's private key (secret %s): %w", app.PrivateKeySecret, err)
+			}
+			return github.New(app.AppID, key, app.APIURL)
+		}}
+		log.Info("code host", "host", codehost.GitHub, "app_id", app.AppID, "api", cmpOr(app.APIURL, github.DefaultAPIURL))
+	}
+	return h
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// codeHostHooks give the run manager the code hosts: its runs'
+// repositories (what to clone, tokens), the pull requests of their
+// branches, and the write-back of every change to where a run came from
+// (rp, which the caller runs).
+func codeHostHooks(h *codehost.Hosts, s *store.Store, rp *writeback.Reporter) func(*runs.Config) {
+	return func(c *runs.Config) {
+		if h == nil {
+			return
+		}
+		name := func(uid string) string {
+			if fs, err := s.Factories(); err == nil {
+				for _, f := range fs {
+					if f.UID == uid {
+						return f.Name
+					}
+				}
+			}
+			return ""
+		}
+		c.Repositories = func(ctx context.Context, r *factory.Run) (runs.RepoAccess, error) {
+			co, env, notes, err := h.Access(ctx, name(r.FactoryUID), r)
+			return runs.RepoAccess{Checkout: co, Env: env, Notes: notes}, err
+		}
+		c.PullRequests = func(ctx context.Context, r *factory.Run) []factory.Artifact {
+			return h.PullRequests(ctx, name(r.FactoryUID), r)
+		}
+		c.Changed = rp.Changed
+	}
+}
+
+// lazyHost makes its host when first used, and again after a failure.
+type lazyHost struct {
+	name string
+	make func() (codehost.Host, error)
+	mu   sync.Mutex
+	host codehost.Host
+}
+
+func (l *lazyHost) get() (codehost.Host, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.host != nil {
+		return l.host, nil
+	}
+	h, err := l.make()
+	if err != nil {
+		return nil, err
+	}
+	l.host = h
+	return h, nil
+}
+
+func (l *lazyHost) Name() string { return l.name }
+
+func (l *lazyHost) Token(ctx context.Context, repos []codehost.Repo) (codehost.Token, error) {
+	h, err := l.get()
+	if err != nil {
+		return codehost.Token{}, err
+	}
+	return h.Token(ctx, repos)
+}
+
+func (l *lazyHost) Repository(ctx context.Context, r codehost.Repo) (codehost.RepoInfo, error) {
+	h, err := l.get()
+	if err != nil {
+		return codehost.RepoInfo{}, err
+	}
+	return h.Repository(ctx, r)
+}
+
+func (l *lazyHost) Comment(ctx context.Context, t codehost.Thread, body string) (string, error) {
+	h, err := l.get()
+	if err != nil {
+		return "", err
+	}
+	return h.Comment(ctx, t, body)
+}
+
+func (l *lazyHost) EditComment(ctx context.Context, t codehost.Thread, id, body string) error {
+	h, err := l.get()
+	if err != nil {
+		return err
+	}
+	return h.EditComment(ctx, t, id, body)
+}
+
+func (l *lazyHost) React(ctx context.Context, t codehost.Thread) error {
+	h, err := l.get()
+	if err != nil {
+		return err
+	}
+	return h.React(ctx, t)
+}
+
+func (l *lazyHost) PullRequests(ctx context.Context, r codehost.Repo, branch string) ([]codehost.PullRequest, error) {
+	h, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return h.PullRequests(ctx, r, branch)
+}
+
+func (l *lazyHost) Check(ctx context.Context, r codehost.Repo, c codehost.Check) error {
+	h, err := l.get()
+	if err != nil {
+		return err
+	}
+	return h.Check(ctx, r, c)
+}
