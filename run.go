@@ -155,6 +155,9 @@ type Run struct {
 	Repositories  []RepoCheckout `json:"repositories,omitempty"`
 	Origin        *Origin        `json:"origin,omitempty"`
 	ReportComment string         `json:"report_comment,omitempty"`
+	// ReactedTo is the last comment the run's write-back reacted to (the
+	// origin's comment, or a later one that continued the run).
+	ReactedTo int64 `json:"reacted_to,omitempty"`
 
 	// steps are the states the run went through since it was read
 	// (MoveTo); the store checks them before it writes the run.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"factory"
 	"factory/internal/codehost"
 	"factory/internal/codehost/github"
 	"factory/internal/runs"
@@ -44,34 +43,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// codeHostHooks give the run manager the code hosts: its runs'
-// repositories (what to clone, tokens), the pull requests of their
-// branches, and the write-back of every change to where a run came from
-// (rp, which the caller runs).
+// codeHostHooks give the run manager the code hosts (writeback.Configure).
 func codeHostHooks(h *codehost.Hosts, s *store.Store, rp *writeback.Reporter) func(*runs.Config) {
-	return func(c *runs.Config) {
-		if h == nil {
-			return
-		}
-		name := func(uid string) string {
-			if fs, err := s.Factories(); err == nil {
-				for _, f := range fs {
-					if f.UID == uid {
-						return f.Name
-					}
-				}
-			}
-			return ""
-		}
-		c.Repositories = func(ctx context.Context, r *factory.Run) (runs.RepoAccess, error) {
-			co, env, notes, err := h.Access(ctx, name(r.FactoryUID), r)
-			return runs.RepoAccess{Checkout: co, Env: env, Notes: notes}, err
-		}
-		c.PullRequests = func(ctx context.Context, r *factory.Run) []factory.Artifact {
-			return h.PullRequests(ctx, name(r.FactoryUID), r)
-		}
-		c.Changed = rp.Changed
-	}
+	return func(c *runs.Config) { writeback.Configure(c, h, s, rp) }
 }
 
 // lazyHost makes its host when first used, and again after a failure.
@@ -144,6 +118,14 @@ func (l *lazyHost) PullRequests(ctx context.Context, r codehost.Repo, branch str
 		return nil, err
 	}
 	return h.PullRequests(ctx, r, branch)
+}
+
+func (l *lazyHost) Env(tok codehost.Token) []string {
+	h, err := l.get()
+	if err != nil {
+		return nil
+	}
+	return h.Env(tok)
 }
 
 func (l *lazyHost) Check(ctx context.Context, r codehost.Repo, c codehost.Check) error {

@@ -37,7 +37,7 @@ func (e *Evaluator) continueWorkItem(f *factory.Factory, a *factory.Automation, 
 		return req, err
 	}
 	files := []runs.AttachmentData{{Name: "event-" + d.ID + ".json", MimeType: "application/json", Data: body}}
-	switch err := e.Runs.ContinueWith(root, req.ID, req.Prompt, files); {
+	switch err := e.Runs.ContinueWith(root, req.ID, req.Prompt, files, o); {
 	case errors.Is(err, runs.ErrNotFound):
 		return req, nil // the root run is gone: this one starts the work item again
 	case err != nil:

@@ -77,11 +77,7 @@ func hostAccess(ctx context.Context, host Host, repos []factory.RepoCheckout, br
 	if err != nil {
 		return nil, nil, err
 	}
-	vars := TokenVars(host.Name())
-	env := make([]string, 0, len(vars))
-	for _, v := range vars {
-		env = append(env, v+"="+tok.Value)
-	}
+	env := host.Env(tok)
 	user := "x-access-token"
 	if host.Name() == GitLab {
 		user = "oauth2"
@@ -101,7 +97,12 @@ func hostAccess(ctx context.Context, host Host, repos []factory.RepoCheckout, br
 			dir = path.Base(strings.TrimSuffix(rc.Path, "/"))
 		}
 		out = append(out, runtime.Checkout{Name: rs[i].String(), URL: info.CloneURL, Ref: ref, Branch: branch, Dir: dir,
-			TokenVar: vars[0], User: user})
+			TokenVar: TokenVar(host.Name()), User: user})
+		if i == 0 {
+			// The first repository, for agents that open a pull request
+			// of the run's branch.
+			env = append(env, "FACTORY_REPOSITORY="+rc.Path, "FACTORY_BRANCH="+branch, "FACTORY_BASE_BRANCH="+info.DefaultBranch)
+		}
 	}
 	return out, env, nil
 }

@@ -143,6 +143,10 @@ type Host interface {
 	PullRequests(ctx context.Context, r Repo, branch string) ([]PullRequest, error)
 	// Check posts a check run on a commit.
 	Check(ctx context.Context, r Repo, c Check) error
+	// Env is what an agent's tools read to reach the host with a token:
+	// GH_TOKEN, GITHUB_TOKEN and GITHUB_API_URL; GITLAB_TOKEN and
+	// GITLAB_URL.
+	Env(tok Token) []string
 }
 
 // ErrNoHost is the error of a repository whose host has no credential on
@@ -179,11 +183,11 @@ func (h *Hosts) For(factoryName, host string) (Host, error) {
 	return out, nil
 }
 
-// TokenVars are the environment variables a host's token reaches an agent
-// as: what its command-line tool (gh, glab) and its libraries read.
-func TokenVars(host string) []string {
+// TokenVar is the environment variable a host's token reaches an agent
+// (and git's credential helper) as.
+func TokenVar(host string) string {
 	if host == GitLab {
-		return []string{"GITLAB_TOKEN"}
+		return "GITLAB_TOKEN"
 	}
-	return []string{"GH_TOKEN", "GITHUB_TOKEN"}
+	return "GH_TOKEN"
 }

@@ -105,18 +105,20 @@ type FollowUpAnswer struct {
 // its workspace before its next turn. A run that ended or is BLOCKED goes
 // back to QUEUED; its next turn runs where its workspace is.
 func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
-	return m.sendFollowUp(id, "", message, files)
+	return m.sendFollowUp(id, "", message, files, nil)
 }
 
 // ContinueWith sends a follow-up to a run once per key, however many times
 // it is asked (an event on a work item, evaluated again after a crash):
-// sent, or sent before, is no error.
-func (m *Manager) ContinueWith(id, key, message string, files []AttachmentData) error {
-	_, _, err := m.sendFollowUp(id, key, message, files)
+// sent, or sent before, is no error. from, when set, is the event's origin:
+// the comment that asked becomes the run's origin's (its write-back reacts
+// to it).
+func (m *Manager) ContinueWith(id, key, message string, files []AttachmentData, from *factory.Origin) error {
+	_, _, err := m.sendFollowUp(id, key, message, files, from)
 	return err
 }
 
-func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
+func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData, from *factory.Origin) (*factory.Run, FollowUpAnswer, error) {
 	requeue := false
 	var ans FollowUpAnswer
 	r, err := m.cfg.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
@@ -136,6 +138,9 @@ func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData)
 			}
 			b.PutRunAttachment(r.ID, f.Name, f.Data)
 			r.Attachments = append(r.Attachments, factory.Attachment{Name: f.Name, MimeType: f.MimeType, Size: int64(len(f.Data))})
+		}
+		if o := from; o != nil && o.CommentID != 0 && r.Origin != nil {
+			r.Origin.CommentID, r.Origin.ReviewComment = o.CommentID, o.ReviewComment
 		}
 		ans.ID = factory.DerivedID("fu_", id, strconv.Itoa(r.Events))
 		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it

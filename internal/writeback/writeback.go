@@ -168,6 +168,7 @@ func (rp *Reporter) report(ctx context.Context, id string) error {
 	body := Body(r, events, rp.PublicURL)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	rp.react(ctx, host, r, t)
 	if r.ReportComment != "" {
 		return host.EditComment(ctx, t, r.ReportComment, body)
 	}
@@ -181,17 +182,31 @@ func (rp *Reporter) report(ctx context.Context, id string) error {
 	}); err != nil {
 		return err
 	}
-	if t.CommentID != 0 {
-		if err := host.React(ctx, t); err != nil {
-			rp.Log.Warn("reacting to the comment that started a run", "run", id, "err", err)
-		}
-	}
 	// The run may have moved on while the comment was made: edit it to
 	// what the run is now.
 	if now, err := rp.Store.Run(id); err == nil && now.State != r.State {
 		rp.enqueue(id)
 	}
 	return nil
+}
+
+// react marks the comment that asked for the run, or for its latest
+// follow-up, with 👀, once each.
+func (rp *Reporter) react(ctx context.Context, host codehost.Host, r *factory.Run, t codehost.Thread) {
+	if t.CommentID == 0 || r.ReactedTo == t.CommentID {
+		return
+	}
+	if err := host.React(ctx, t); err != nil {
+		rp.Log.Warn("reacting to the comment that asked for a run", "run", r.ID, "err", err)
+		return
+	}
+	_, err := rp.Store.UpdateRun(r.ID, false, func(r *factory.Run, b *store.Batch) error {
+		r.ReactedTo = t.CommentID
+		return nil
+	})
+	if err != nil {
+		rp.Log.Warn("recording a reaction", "run", r.ID, "err", err)
+	}
 }
 
 func (rp *Reporter) factoryName(uid string) string {

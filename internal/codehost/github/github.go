@@ -58,6 +58,11 @@ func newClient(tr http.RoundTripper, apiURL string) (*gh.Client, error) {
 	return gh.NewClient(gh.WithTransport(tr), gh.WithURLs(&base, &base), gh.WithTimeout(30*time.Second))
 }
 
+// Env is what gh and the GitHub libraries read: the token, and the API.
+func (a *App) Env(tok codehost.Token) []string {
+	return []string{"GH_TOKEN=" + tok.Value, "GITHUB_TOKEN=" + tok.Value, "GITHUB_API_URL=" + a.apiURL}
+}
+
 // Name is codehost.GitHub.
 func (a *App) Name() string { return codehost.GitHub }
 
