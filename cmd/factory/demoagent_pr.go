@@ -36,26 +36,56 @@ func openDemoPullRequest(cwd, title string) (string, error) {
 			return "", err
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"title": title, "head": branch, "base": base, "body": "Opened by the bundled demo agent (no AI was used)."})
-	req, err := http.NewRequest("POST", strings.TrimRight(api, "/")+"/repos/"+repo+"/pulls", bytes.NewReader(body))
-	if err != nil {
+	api = strings.TrimRight(api, "/") + "/repos/" + repo + "/pulls"
+	owner, _, _ := strings.Cut(repo, "/")
+	// One pull request a branch: an open one is the run's already.
+	var open []struct {
+		HTMLURL string `json:"html_url"`
+	}
+	if err := githubCall("GET", api+"?state=open&head="+owner+":"+branch, token, nil, http.StatusOK, &open); err != nil {
 		return "", err
+	}
+	if len(open) > 0 {
+		return open[0].HTMLURL, nil
+	}
+	var pr struct {
+		HTMLURL string `json:"html_url"`
+	}
+	err := githubCall("POST", api, token, map[string]any{"title": title, "head": branch, "base": base,
+		"body": "Opened by the bundled demo agent (no AI was used)."}, http.StatusCreated, &pr)
+	return pr.HTMLURL, err
+}
+
+// githubCall calls the GitHub API with a token; want is the status it
+// expects, out what it decodes the answer into.
+func githubCall(method, url, token string, in any, want int, out any) error {
+	var body *bytes.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	} else {
+		body = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer resp.Body.Close()
-	var pr struct {
-		HTMLURL string `json:"html_url"`
-		Message string `json:"message"`
+	if resp.StatusCode != want {
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, e.Message)
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&pr)
-	if resp.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("opening a pull request: %s %s", resp.Status, pr.Message)
-	}
-	return pr.HTMLURL, nil
+	return json.NewDecoder(resp.Body).Decode(out)
 }

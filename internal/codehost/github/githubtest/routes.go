@@ -246,6 +246,9 @@ func (f *Fake) pullJSON(p *Pull, method string, status int) map[string]any {
 	} else {
 		m["merged_at"] = nil
 	}
+	// A pull request of the fake has no reviewers asked (GitHub's example
+	// names a team without the type its schema requires).
+	m["requested_teams"], m["requested_reviewers"] = []any{}, []any{}
 	if h, ok := m["head"].(map[string]any); ok {
 		h["ref"] = p.Head
 	}
@@ -273,6 +276,13 @@ func (f *Fake) createPull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	for _, p := range f.Pulls {
+		if p.Repo == repo.Owner+"/"+repo.Name && p.Head == req.Head && p.State == "open" {
+			f.mu.Unlock()
+			fail(w, http.StatusUnprocessableEntity, "Validation Failed: A pull request already exists for "+repo.Owner+":"+req.Head+".")
+			return
+		}
+	}
 	n := len(f.Pulls) + 1
 	p := &Pull{Number: n, Repo: repo.Owner + "/" + repo.Name, Head: req.Head, Base: req.Base, Title: req.Title, State: "open",
 		Draft: req.Draft, HTMLURL: fmt.Sprintf("%s/%s/%s/pull/%d", f.URL, repo.Owner, repo.Name, n), TokenReceived: tk.Value}
