@@ -127,9 +127,9 @@ type Pull struct {
 
 // CheckRun is a check run, with every annotation it was given.
 type CheckRun struct {
-	ID                                            int64
+	ID                                              int64
 	Repo, Name, HeadSHA, Conclusion, Title, Summary string
-	Annotations                                   []map[string]any
+	Annotations                                     []map[string]any
 }
 
 // New starts a fake GitHub; it stops, and the test fails on every problem
