@@ -50,6 +50,9 @@ type Evaluator struct {
 	Runs    *runs.Manager
 	Log     *slog.Logger
 	Started func(n int) // called with the runs each batch of deliveries started (metrics)
+	// Observed, when set, is told of every provider event read (a
+	// definition check looks at pull requests); it must not block.
+	Observed func(ev *factory.ProviderEvent)
 
 	buffer   int // hand-overs held in memory; 0: 8,192
 	once     sync.Once
@@ -349,6 +352,11 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 	read := trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), d.EventType, payload)
 	keepEvent(d, read, &f.Settings)
 	e.trackPullRequests(read.Events)
+	if e.Observed != nil {
+		for _, ev := range read.Events {
+			e.Observed(ev)
+		}
+	}
 	var reqs []runs.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled {

@@ -205,7 +205,13 @@ func serveWithSecrets(t *testing.T, root string, values map[string]string) *harn
 // agents that do nothing.
 func serveFactories(t *testing.T, values map[string]string, sources ...server.FactorySource) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runs.Manager {
+	return startWith(t, withSecrets(t, values), sources...)
+}
+
+// withSecrets makes the managed secrets given, and a run manager whose
+// agents do nothing.
+func withSecrets(t *testing.T, values map[string]string) func(*store.Store, string) *runs.Manager {
+	return func(s *store.Store, data string) *runs.Manager {
 		kr, err := secrets.LoadKeyring(data)
 		if err != nil {
 			t.Fatal(err)
@@ -217,5 +223,5 @@ func serveFactories(t *testing.T, values map[string]string, sources ...server.Fa
 		}
 		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, sources...)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"factory"
 	"factory/internal/automations"
+	"factory/internal/codehost"
 	"factory/internal/ingress"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
@@ -62,6 +63,11 @@ type Config struct {
 	// Schedules bound the schedules: how often one may fire, how many a
 	// factory and the Agents API may hold (zero fields: the defaults).
 	Schedules factory.ScheduleLimits
+	// CodeHosts, when set, are the code hosts: pull requests on a
+	// factory's git source get a definition check (CheckName; default
+	// warp/factory-config).
+	CodeHosts *codehost.Hosts
+	CheckName string
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -131,7 +137,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
-			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition}
 		accepted = s.eval.Queued
 		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}

@@ -129,3 +129,44 @@ func (f *Fake) RepoDir(owner, name string) string {
 	}
 	return ""
 }
+
+// Commit pushes a commit of files (path → content; "" removes the file)
+// onto a branch of a repository of the fake (made from main when new),
+// and returns it.
+func (f *Fake) Commit(owner, name, branch string, files map[string]string) string {
+	f.t.Helper()
+	dir := f.RepoDir(owner, name)
+	work := f.t.TempDir()
+	run := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=Test",
+			"GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+work)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			f.t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run("clone", "-q", dir, ".")
+	if hasBranch(dir, branch) {
+		run("checkout", "-q", branch)
+	} else {
+		run("checkout", "-q", "-b", branch)
+	}
+	for p, body := range files {
+		full := filepath.Join(work, p)
+		if body == "" {
+			_ = os.Remove(full)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	run("add", "-A")
+	run("commit", "-q", "--allow-empty", "-m", "A change")
+	run("push", "-q", "origin", branch)
+	return f.Head(owner, name, branch)
+}
