@@ -55,6 +55,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/santhosh-tekuri/jsonschema/v5":   {"factory/internal/schema", "factory/internal/apicheck"},
 		"github.com/google/go-github/v88/github":     {"factory/internal/codehost/github"},
 		"github.com/bradleyfalzon/ghinstallation/v2": {"factory/internal/codehost/github"},
+		"gitlab.com/gitlab-org/api/client-go":        {"factory/internal/codehost/gitlab"},
 		"github.com/nats-io/nats-server/v2/server":   {"factory/internal/workers"},
 		"github.com/nats-io/nats.go":                 {"factory/internal/workers", "factory/internal/worker"},
 		"github.com/nats-io/nats.go/jetstream":       {"factory/internal/workers", "factory/internal/worker"},

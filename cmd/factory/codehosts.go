@@ -8,6 +8,7 @@ import (
 
 	"factory/internal/codehost"
 	"factory/internal/codehost/github"
+	"factory/internal/codehost/gitlab"
 	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -19,8 +20,11 @@ import (
 // when first used (its credential is a managed secret, which may be
 // created after the server starts); nil without any.
 func codeHosts(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log *slog.Logger) *codehost.Hosts {
-	if cfg.CodeHosts == nil || cfg.CodeHosts.GitHub == nil && cfg.CodeHosts.GitLab == nil {
+	if (cfg.CodeHosts == nil || cfg.CodeHosts.GitHub == nil && cfg.CodeHosts.GitLab == nil) && !anyFactoryGitLab(cfg) {
 		return nil
+	}
+	if cfg.CodeHosts == nil {
+		cfg.CodeHosts = &server.CodeHosts{}
 	}
 	h := &codehost.Hosts{}
 	if app := cfg.CodeHosts.GitHub; app != nil {
@@ -33,7 +37,30 @@ func codeHosts(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log 
 		}}
 		log.Info("code host", "host", codehost.GitHub, "app_id", app.AppID, "api", cmpOr(app.APIURL, github.DefaultAPIURL))
 	}
+	if gl := cfg.CodeHosts.GitLab; gl != nil {
+		h.GitLab = gitLabHost(gl, s, kr)
+		log.Info("code host", "host", codehost.GitLab, "url", cmpOr(gl.URL, gitlab.DefaultURL))
+	}
+	for _, f := range cfg.Factories {
+		if f.CodeHosts != nil && f.CodeHosts.GitLab != nil {
+			if h.GitLabOf == nil {
+				h.GitLabOf = map[string]codehost.Host{}
+			}
+			h.GitLabOf[f.Name] = gitLabHost(f.CodeHosts.GitLab, s, kr)
+		}
+	}
 	return h
+}
+
+// gitLabHost is a GitLab whose token is a managed secret.
+func gitLabHost(gl *server.GitLabConfig, s *store.Store, kr *secrets.Keyring) codehost.Host {
+	return &lazyHost{name: codehost.GitLab, make: func() (codehost.Host, error) {
+		tok, err := secrets.Current(s, kr, gl.TokenSecret)
+		if err != nil {
+			return nil, fmt.Errorf("the GitLab token (secret %s): %w", gl.TokenSecret, err)
+		}
+		return gitlab.New(gl.URL, string(tok))
+	}}
 }
 
 func cmpOr(a, b string) string {
@@ -134,4 +161,21 @@ func (l *lazyHost) Check(ctx context.Context, r codehost.Repo, c codehost.Check)
 		return err
 	}
 	return h.Check(ctx, r, c)
+}
+
+func anyFactoryGitLab(cfg *server.FileConfig) bool {
+	for _, f := range cfg.Factories {
+		if f.CodeHosts != nil && f.CodeHosts.GitLab != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNameOf is the definition check's name the configuration gives.
+func checkNameOf(cfg *server.FileConfig) string {
+	if cfg.CodeHosts != nil && cfg.CodeHosts.GitHub != nil {
+		return cfg.CodeHosts.GitHub.CheckName
+	}
+	return ""
 }

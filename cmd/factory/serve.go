@@ -114,33 +114,15 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
-	known, err := s.Factories()
+	sources, err := factorySources(cfg, s, kr, log)
 	if err != nil {
 		return err
-	}
-	var sources []server.FactorySource
-	for _, fc := range cfg.Factories {
-		fs, err := factorySource(fc, s, kr, known, log)
-		if err != nil {
-			return err
-		}
-		sources = append(sources, fs)
 	}
 	if err := a.ensureAdminKey(s); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, publicURL, err := listen(cfg, s)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	publicURL := strings.TrimRight(cfg.PublicURL, "/")
-	if publicURL == "" {
-		publicURL = "http://" + ln.Addr().String()
-	}
-	b := s.NewBatch()
-	b.PutMeta("public_url", publicURL)
-	if err := b.Commit(); err != nil {
-		ln.Close()
 		return err
 	}
 	o.workers.listenSet = cmd.Flags().Changed("nats-listen")
@@ -168,11 +150,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
-	checkName := ""
-	if cfg.CodeHosts != nil && cfg.CodeHosts.GitHub != nil {
-		checkName = cfg.CodeHosts.GitHub.CheckName
-	}
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkName,
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits()},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
@@ -180,6 +158,43 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return ok
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// factorySources are the sources of the configuration's factories.
+func factorySources(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log *slog.Logger) ([]server.FactorySource, error) {
+	known, err := s.Factories()
+	if err != nil {
+		return nil, err
+	}
+	var sources []server.FactorySource
+	for _, fc := range cfg.Factories {
+		fs, err := factorySource(fc, s, kr, known, log)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, fs)
+	}
+	return sources, nil
+}
+
+// listen opens the server's listener and records its public URL (the
+// configured one, else the listener's).
+func listen(cfg *server.FileConfig, s *store.Store) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	publicURL := strings.TrimRight(cfg.PublicURL, "/")
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	b := s.NewBatch()
+	b.PutMeta("public_url", publicURL)
+	if err := b.Commit(); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, publicURL, nil
 }
 
 // tuneGC: the Go heap of a server is small (a few MB: the store's cache

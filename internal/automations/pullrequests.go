@@ -12,6 +12,10 @@ var prStatus = map[string]string{"pull_request_merged": "merged", "pull_request_
 	"pull_request_reopened": "open", "pull_request_ready": "open", "pull_request_synchronized": "open",
 	"merge_request_merged": "merged", "merge_request_closed": "closed", "merge_request_opened": "open", "merge_request_reopened": "open"}
 
+// mrActions are the statuses a GitLab merge request has after its
+// event's action.
+var mrActions = map[string]string{"merge": "merged", "close": "closed", "open": "open", "reopen": "open", "update": "open"}
+
 // trackPullRequests keeps the status of a run's PULL_REQUEST artifacts
 // as its code host's events say it: a pull request a run opened that is
 // merged or closed reads so on the run (docs/spec/codehosts.md, Pull
@@ -19,6 +23,9 @@ var prStatus = map[string]string{"pull_request_merged": "merged", "pull_request_
 func (e *Evaluator) trackPullRequests(evs []*factory.ProviderEvent) {
 	for _, ev := range evs {
 		status, ok := prStatus[ev.Event]
+		if ev.Event == "merge_request" && len(ev.Fields["actions"]) > 0 {
+			status, ok = mrActions[ev.Fields["actions"][0]]
+		}
 		if !ok || ev.Link == "" {
 			continue
 		}

@@ -2,118 +2,51 @@ package githubtest
 
 import (
 	"net/http"
-	"net/http/cgi"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"factory/internal/codehost/gitserver"
 )
 
-// gitHandler serves the fake's repositories over git's smart HTTP through
-// Debian's git http-backend, to whoever gives an installation token that
-// reaches the repository as its password (as GitHub takes them:
-// x-access-token:<token>); pushes included.
+// gitHandler serves the fake's repositories over git's smart HTTP to
+// whoever gives an installation token that reaches the repository as its
+// password (as GitHub takes them: x-access-token:<token>); pushes
+// included.
 func (f *Fake) gitHandler() http.Handler {
-	backend := gitHTTPBackend(f.t)
-	cgiH := &cgi.Handler{Path: backend, Root: "/git/", Env: []string{"GIT_PROJECT_ROOT=" + f.gitRoot, "GIT_HTTP_EXPORT_ALL=1",
-		"REMOTE_USER=x-access-token"}}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rest := strings.TrimPrefix(r.URL.Path, "/git/")
-		parts := strings.SplitN(rest, "/", 3)
-		if len(parts) < 3 {
-			http.NotFound(w, r)
-			return
+	h := gitserver.Handler(f.t, f.gitRoot, func(user, pass, repo string) bool {
+		owner, name, _ := cut(repo)
+		r := &http.Request{Header: http.Header{"Authorization": {"token " + pass}}}
+		ok := f.installationToken(r, owner, name) != nil
+		if ok {
+			f.mu.Lock()
+			f.gitRequests = append(f.gitRequests, repo)
+			f.mu.Unlock()
 		}
-		owner, name := parts[0], strings.TrimSuffix(parts[1], ".git")
-		_, pass, ok := r.BasicAuth()
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		r2 := r.Clone(r.Context())
-		r2.Header.Set("Authorization", "token "+pass)
-		if f.installationToken(r2, owner, name) == nil {
-			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
-			http.Error(w, "invalid credentials", http.StatusUnauthorized)
-			return
-		}
-		f.mu.Lock()
-		f.gitRequests = append(f.gitRequests, r.Method+" "+r.URL.Path)
-		f.mu.Unlock()
-		cgiH.ServeHTTP(w, r)
+		return ok
 	})
+	return h
 }
 
-// gitHTTPBackend is git's http-backend program, or the test skips.
-func gitHTTPBackend(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Skipf("git is not installed: %v", err)
+func cut(repo string) (owner, name string, ok bool) {
+	for i := 0; i < len(repo); i++ {
+		if repo[i] == '/' {
+			return repo[:i], repo[i+1:], true
+		}
 	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("git has no http-backend (%v): the fake cannot serve repositories", err)
-	}
-	return p
+	return repo, "", false
 }
 
-// seed makes a bare repository at dir whose main branch has one commit of
-// files.
-func seed(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	work := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(dir string, args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=Test",
-			"GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+work)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run(work, "init", "-q", "-b", "main")
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "--allow-empty", "-m", "The first commit")
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run(filepath.Dir(dir), "clone", "-q", "--bare", work, dir)
-	run(dir, "config", "http.receivepack", "true")
-}
+// seed makes a bare repository at dir whose main branch has one commit.
+func seed(t testing.TB, dir string, files map[string]string) { gitserver.Seed(t, dir, files) }
 
 // hasBranch reports whether a bare repository has a branch.
-func hasBranch(dir, branch string) bool {
-	return exec.Command("git", "--git-dir", dir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Run() == nil
-}
+func hasBranch(dir, branch string) bool { return gitserver.HasBranch(dir, branch) }
 
 // Head is the commit a branch of a repository of the fake points at.
 func (f *Fake) Head(owner, name, branch string) string {
-	f.mu.Lock()
-	r := f.repos[owner+"/"+name]
-	f.mu.Unlock()
-	if r == nil {
-		return ""
-	}
-	out, err := exec.Command("git", "--git-dir", r.Dir, "rev-parse", "refs/heads/"+branch).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
+	return gitserver.Head(f.RepoDir(owner, name), branch)
 }
 
-// GitRequests are the git requests the fake served, "METHOD path".
+// GitRequests are the repositories the fake's git server served.
 func (f *Fake) GitRequests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -135,38 +68,5 @@ func (f *Fake) RepoDir(owner, name string) string {
 // and returns it.
 func (f *Fake) Commit(owner, name, branch string, files map[string]string) string {
 	f.t.Helper()
-	dir := f.RepoDir(owner, name)
-	work := f.t.TempDir()
-	run := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=Test",
-			"GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+work)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			f.t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run("clone", "-q", dir, ".")
-	if hasBranch(dir, branch) {
-		run("checkout", "-q", branch)
-	} else {
-		run("checkout", "-q", "-b", branch)
-	}
-	for p, body := range files {
-		full := filepath.Join(work, p)
-		if body == "" {
-			_ = os.Remove(full)
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			f.t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	run("add", "-A")
-	run("commit", "-q", "--allow-empty", "-m", "A change")
-	run("push", "-q", "origin", branch)
-	return f.Head(owner, name, branch)
+	return gitserver.Commit(f.t, f.RepoDir(owner, name), branch, files)
 }
