@@ -59,6 +59,21 @@ type APIKey struct {
 	Prefix    string     `json:"prefix"` // the first characters, to tell keys apart in lists
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// GitHubTokenSecret and GitLabTokenSecret name managed secrets holding
+	// the key's person's own tokens: the runs the key creates reach the
+	// code hosts with them where a factory's credentialStrategy is
+	// CREATOR (docs/codehosts.md).
+	GitHubTokenSecret string `json:"github_token_secret,omitempty"`
+	GitLabTokenSecret string `json:"gitlab_token_secret,omitempty"`
+}
+
+// APIKeyRequest is a key to create: its name and scope, and the secrets
+// of its person's own code host tokens.
+type APIKeyRequest struct {
+	Name              string `json:"name"`
+	Scope             string `json:"scope"`
+	GitHubTokenSecret string `json:"github_token_secret,omitempty"`
+	GitLabTokenSecret string `json:"gitlab_token_secret,omitempty"`
 }
 
 // Allows reports whether the key grants one of the scopes: admin grants

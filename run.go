@@ -155,6 +155,11 @@ type Run struct {
 	Repositories  []RepoCheckout `json:"repositories,omitempty"`
 	Origin        *Origin        `json:"origin,omitempty"`
 	ReportComment string         `json:"report_comment,omitempty"`
+	// CreatorSecrets name, by code host, the managed secrets holding the
+	// tokens of the person who created the run (its API key's): a factory
+	// whose credentialStrategy is CREATOR reaches its repositories with
+	// them. Names only; values are read when a turn starts.
+	CreatorSecrets map[string]string `json:"creator_secrets,omitempty"`
 	// ReactedTo is the last comment the run's write-back reacted to (the
 	// origin's comment, or a later one that continued the run).
 	ReactedTo int64 `json:"reacted_to,omitempty"`

@@ -453,7 +453,13 @@ func (c *Client) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
 
 // CreateAPIKey creates an API key (admin); the key is in the answer, once.
 func (c *Client) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
-	b, _ := json.Marshal(map[string]string{"name": name, "scope": scope})
+	return c.CreateAPIKeyWith(ctx, factory.APIKeyRequest{Name: name, Scope: scope})
+}
+
+// CreateAPIKeyWith creates an API key (admin) with the secrets of its
+// person's own code host tokens; the key is in the answer, once.
+func (c *Client) CreateAPIKeyWith(ctx context.Context, req factory.APIKeyRequest) (*factory.NewAPIKey, error) {
+	b, _ := json.Marshal(req)
 	out := &factory.NewAPIKey{}
 	return out, c.Do(ctx, http.MethodPost, "/v1/admin/api-keys", bytes.NewReader(b), out)
 }

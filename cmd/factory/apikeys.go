@@ -27,16 +27,18 @@ admin key); otherwise they use the store.`,
 }
 
 func (a *app) apikeysCreateCmd() *cobra.Command {
-	var scope string
+	var req factory.APIKeyRequest
 	create := &cobra.Command{
-		Use:   "create NAME [--scope runs|read|admin]",
+		Use:   "create NAME [--scope runs|read|admin] [--github-token-secret S] [--gitlab-token-secret S]",
 		Short: "Create an API key and print it once",
 		Example: `  factory apikeys create ci-bot --scope runs
-  factory apikeys create pr-check --scope read   # for reconcile --dry-run --server in CI`,
+  factory apikeys create pr-check --scope read   # for reconcile --dry-run --server in CI
+  factory apikeys create alice --scope runs --github-token-secret alice-github   # runs reach GitHub as alice (credentialStrategy: CREATOR)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
 			return a.withBackendOr(true, func(b backend) error {
-				k, err := b.CreateAPIKey(cmd.Context(), args[0], scope)
+				k, err := b.CreateAPIKey(cmd.Context(), req)
 				if err != nil {
 					return err
 				}
@@ -46,7 +48,9 @@ func (a *app) apikeysCreateCmd() *cobra.Command {
 			})
 		},
 	}
-	create.Flags().StringVar(&scope, "scope", factory.ScopeRuns, "one of "+strings.Join(factory.Scopes, ", ")+": runs (the Agents API), read (read-only), admin (everything)")
+	create.Flags().StringVar(&req.GitHubTokenSecret, "github-token-secret", "", "a managed secret holding the key's person's GitHub token: runs the key creates use it where a factory's credentialStrategy is CREATOR")
+	create.Flags().StringVar(&req.GitLabTokenSecret, "gitlab-token-secret", "", "the same for GitLab")
+	create.Flags().StringVar(&req.Scope, "scope", factory.ScopeRuns, "one of "+strings.Join(factory.Scopes, ", ")+": runs (the Agents API), read (read-only), admin (everything)")
 	return create
 }
 

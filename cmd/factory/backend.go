@@ -27,7 +27,7 @@ type backend interface {
 	FindDelivery(ctx context.Context, id string) (*factory.DeliveryView, error)
 	Redeliver(ctx context.Context, id string) (string, error)
 	APIKeys(ctx context.Context) ([]*factory.APIKey, error)
-	CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error)
+	CreateAPIKey(ctx context.Context, req factory.APIKeyRequest) (*factory.NewAPIKey, error)
 	RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error)
 	// Live reports whether a change is in force when its call returns: a
 	// server syncs its factories at once, a store at the next sync.
@@ -154,8 +154,8 @@ func (l *localBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
 	return l.svc.APIKeys(ctx)
 }
 
-func (l *localBackend) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
-	return l.svc.CreateAPIKey(ctx, name, scope)
+func (l *localBackend) CreateAPIKey(ctx context.Context, req factory.APIKeyRequest) (*factory.NewAPIKey, error) {
+	return l.svc.CreateAPIKey(ctx, req)
 }
 
 func (l *localBackend) RevokeAPIKey(ctx context.Context, key string) (*factory.APIKey, error) {
@@ -243,8 +243,8 @@ func (r remoteBackend) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
 	return keys, apiError(err)
 }
 
-func (r remoteBackend) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
-	k, err := r.c.CreateAPIKey(ctx, name, scope)
+func (r remoteBackend) CreateAPIKey(ctx context.Context, req factory.APIKeyRequest) (*factory.NewAPIKey, error) {
+	k, err := r.c.CreateAPIKeyWith(ctx, req)
 	return k, apiError(err)
 }
 

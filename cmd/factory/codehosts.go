@@ -71,8 +71,10 @@ func cmpOr(a, b string) string {
 }
 
 // codeHostHooks give the run manager the code hosts (writeback.Configure).
-func codeHostHooks(h *codehost.Hosts, s *store.Store, rp *writeback.Reporter) func(*runs.Config) {
-	return func(c *runs.Config) { writeback.Configure(c, h, s, rp) }
+func codeHostHooks(h *codehost.Hosts, s *store.Store, kr *secrets.Keyring, rp *writeback.Reporter) func(*runs.Config) {
+	return func(c *runs.Config) {
+		writeback.Configure(c, h, s, rp, func(name string) ([]byte, error) { return secrets.Current(s, kr, name) })
+	}
 }
 
 // lazyHost makes its host when first used, and again after a failure.

@@ -134,7 +134,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	defer cp.close()
 	hosts := codeHosts(cfg, s, kr, log)
 	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, reporter)(c) })
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
 	if err != nil {
 		ln.Close()
 		return err
@@ -299,7 +299,7 @@ func (a *app) ensureAdminKey(s *store.Store) error {
 	if err != nil || len(keys) > 0 {
 		return err
 	}
-	k, err := (&service.Service{Store: s}).CreateAPIKey(context.Background(), "admin", factory.ScopeAdmin)
+	k, err := (&service.Service{Store: s}).CreateAPIKey(context.Background(), factory.APIKeyRequest{Name: "admin", Scope: factory.ScopeAdmin})
 	if err != nil {
 		return err
 	}

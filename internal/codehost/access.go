@@ -19,6 +19,26 @@ import (
 // credential here is left out, not reached at all, and a note says why;
 // so is one of a second GitHub owner (one installation token a turn).
 func (h *Hosts) Access(ctx context.Context, factoryName string, r *factory.Run) (checkouts []runtime.Checkout, env, notes []string, err error) {
+	return h.AccessAs(ctx, factoryName, "", r, nil)
+}
+
+// Credential strategies (factory.yaml's credentialStrategy): the factory's
+// own credential (the App's installation token, the configured GitLab
+// token), or the token of the person who created the run.
+const (
+	StrategyExecutor = "EXECUTOR"
+	StrategyCreator  = "CREATOR"
+)
+
+// ErrExternalAuth is the error of a run that must reach its repositories
+// as its creator, who gave no token for their host.
+var ErrExternalAuth = errors.New("external authentication required")
+
+// AccessAs is Access with the factory's credentialStrategy: with CREATOR,
+// the tokens are the run's creator's own (secret reads the managed secrets
+// its API key names); a creator with none for a host the run needs is
+// ErrExternalAuth.
+func (h *Hosts) AccessAs(ctx context.Context, factoryName, strategy string, r *factory.Run, secret func(name string) ([]byte, error)) (checkouts []runtime.Checkout, env, notes []string, err error) {
 	byHost := map[string][]factory.RepoCheckout{}
 	var order []string
 	for _, rc := range r.Repositories {
@@ -38,7 +58,13 @@ func (h *Hosts) Access(ctx context.Context, factoryName string, r *factory.Run) 
 		}
 		repos, skipped := oneOwner(name, byHost[name])
 		notes = append(notes, skipped...)
-		c, e, err := hostAccess(ctx, host, repos, r.Branch(), several)
+		mint := host.Token
+		if strategy == StrategyCreator {
+			if mint, err = creatorToken(name, r, secret); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		c, e, err := hostAccess(ctx, host, mint, repos, r.Branch(), several)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -68,12 +94,12 @@ func oneOwner(host string, repos []factory.RepoCheckout) ([]factory.RepoCheckout
 
 // hostAccess mints one token for a host's repositories and says where to
 // clone each from.
-func hostAccess(ctx context.Context, host Host, repos []factory.RepoCheckout, branch string, several bool) ([]runtime.Checkout, []string, error) {
+func hostAccess(ctx context.Context, host Host, mint func(context.Context, []Repo) (Token, error), repos []factory.RepoCheckout, branch string, several bool) ([]runtime.Checkout, []string, error) {
 	rs := make([]Repo, len(repos))
 	for i, rc := range repos {
 		rs[i] = Repo{Host: host.Name(), Path: rc.Path}
 	}
-	tok, err := host.Token(ctx, rs)
+	tok, err := mint(ctx, rs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,4 +153,19 @@ func (h *Hosts) PullRequests(ctx context.Context, factoryName string, r *factory
 		}
 	}
 	return out
+}
+
+// creatorToken is the token of the run's creator for a host, read from the
+// managed secret its API key names.
+func creatorToken(host string, r *factory.Run, secret func(string) ([]byte, error)) (func(context.Context, []Repo) (Token, error), error) {
+	name := r.CreatorSecrets[host]
+	if name == "" || secret == nil {
+		return nil, fmt.Errorf("%w: the factory's credentialStrategy is CREATOR, and whoever created run %s gave no %s token "+
+			"(factory apikeys create NAME --%s-token-secret SECRET)", ErrExternalAuth, r.ID, host, host)
+	}
+	v, err := secret(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the %s token of run %s's creator (secret %s): %v", ErrExternalAuth, host, r.ID, name, err)
+	}
+	return func(context.Context, []Repo) (Token, error) { return Token{Value: strings.TrimSpace(string(v))}, nil }, nil
 }

@@ -48,6 +48,9 @@ type CreateRequest struct {
 	// Origin is the issue or pull request it came from.
 	Repositories []factory.RepoCheckout
 	Origin       *factory.Origin
+	// CreatorSecrets name the creator's own code host tokens
+	// (factory.Run.CreatorSecrets).
+	CreatorSecrets map[string]string
 }
 
 // AttachmentData is an attachment's name, type and content.
@@ -141,7 +144,8 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		Config: req.Config, Environment: env, Source: req.Source, Metadata: req.Metadata,
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
-		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup, Repositories: req.Repositories, Origin: req.Origin}
+		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup, Repositories: req.Repositories, Origin: req.Origin,
+		CreatorSecrets: req.CreatorSecrets}
 	if r.Repositories == nil && r.FactoryUID != "" {
 		if r.Repositories, err = m.listedRepositories(r.FactoryUID); err != nil {
 			return nil, false, err

@@ -92,6 +92,14 @@ type Config struct {
 	Changed func(r *factory.Run)
 }
 
+// ErrExternalAuthentication is the error of a run that must reach its
+// repositories as the person who created it, who gave no token for them
+// (credentialStrategy CREATOR): it ends FAILED before its agent starts.
+var ErrExternalAuthentication = errors.New("external authentication required")
+
+// CodeExternalAuthenticationRequired is that run's error code.
+const CodeExternalAuthenticationRequired = "external_authentication_required"
+
 // RepoAccess is what a turn needs to reach its run's repositories: what to
 // clone (first turn), the agent's environment (the tokens, as the hosts'
 // tools read them), and notes for the timeline (a repository left out, and

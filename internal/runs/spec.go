@@ -57,6 +57,9 @@ func (m *Manager) repositories(r *factory.Run, t *runtime.Turn) (runtime.Result,
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	access, err := m.cfg.Repositories(ctx, r)
+	if errors.Is(err, ErrExternalAuthentication) {
+		return runtime.Result{State: factory.StateFailed, Code: CodeExternalAuthenticationRequired, Message: err.Error()}, false
+	}
 	if err != nil {
 		return runtime.Result{State: factory.StateError, Message: "reaching the run's repositories: " + err.Error()}, false
 	}

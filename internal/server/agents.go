@@ -157,7 +157,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		return err
 	}
 	if key != nil {
-		req.Creator = apiKeyCreator(key)
+		req.Creator, req.CreatorSecrets = apiKeyCreator(key), creatorSecrets(key)
 	}
 	created, err := s.runs.Create(r.Context(), req, idem)
 	if err != nil {
@@ -726,6 +726,22 @@ func runStateNames() string {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
+}
+
+// creatorSecrets are the secrets of an API key's person's own code host
+// tokens, by host.
+func creatorSecrets(key *factory.APIKey) map[string]string {
+	out := map[string]string{}
+	if key.GitHubTokenSecret != "" {
+		out[factory.ProviderGitHub] = key.GitHubTokenSecret
+	}
+	if key.GitLabTokenSecret != "" {
+		out[factory.ProviderGitLab] = key.GitLabTokenSecret
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // apiKeyCreator is the creator of a run an API key created: a service

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/client"
 	"factory/internal/codehost"
 	"factory/internal/codehost/github"
 	"factory/internal/codehost/github/githubtest"
@@ -30,9 +31,15 @@ import (
 // ingress URL, and the data directory.
 func codeHostServer(t *testing.T, f *githubtest.Fake) (*harness, string, string) {
 	t.Helper()
+	return codeHostServerWith(t, f, "")
+}
+
+// codeHostServerWith is codeHostServer with more of factory.yaml.
+func codeHostServerWith(t *testing.T, f *githubtest.Fake, settings string) (*harness, string, string) {
+	t.Helper()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"factory.yaml":         "schemaVersion: v1alpha1\nname: Widgets\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n",
+		"factory.yaml":         "schemaVersion: v1alpha1\nname: Widgets\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n" + settings,
 		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
 		"webhooks/github.yaml": "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
 		"automations/fix/automation.md": "---\ntriggers:\n  - provider: github\n    event: issue_created\n  - provider: github\n    event: issue_mentioned\n" +
@@ -58,7 +65,7 @@ func codeHostServer(t *testing.T, f *githubtest.Fake) (*harness, string, string)
 		cfg := runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "demo", Log: slog.New(slog.DiscardHandler),
 			Environments: map[string]runs.Environment{"demo": {Executor: &runtime.ACPExecutor{Command: []string{bin, "demo-agent", "--acp", "--delay", "1ms"}}}}}
 		rp.Store = s
-		writeback.Configure(&cfg, hosts, s, rp)
+		writeback.Configure(&cfg, hosts, s, rp, func(name string) ([]byte, error) { return secrets.Current(s, kr, name) })
 		return runs.NewManager(cfg)
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 	rp.PublicURL = h.url
@@ -213,4 +220,57 @@ func checkNoToken(t *testing.T, f *githubtest.Fake, data string) {
 		}
 		return nil
 	})
+}
+
+// TestCreatorCredentials: a factory whose credentialStrategy is CREATOR
+// reaches its repositories with the token of the person who created the
+// run (the managed secret their API key names): the clone, the push and
+// the pull request are theirs; a run created by a key that names no token
+// ends FAILED, external_authentication_required, before its agent starts.
+func TestCreatorCredentials(t *testing.T) {
+	f := githubtest.New(t)
+	f.AddRepo("acme", "widgets", map[string]string{"README.md": "# Widgets\n"})
+	h, _, _ := codeHostServerWith(t, f, "credentialStrategy: CREATOR\n")
+	alice := f.UserToken("acme")
+	ctx := context.Background()
+	if _, err := h.c.CreateSecret(ctx, "alice-github", []byte(alice), false); err != nil {
+		t.Fatal(err)
+	}
+	withToken, err := h.c.CreateAPIKeyWith(ctx, factory.APIKeyRequest{Name: "alice", Scope: factory.ScopeRuns, GitHubTokenSecret: "alice-github"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := h.c.CreateAPIKey(ctx, "bob", factory.ScopeRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := h.status("acme").UID
+	dispatch := func(key string) *factory.Run {
+		var out struct {
+			RunID string `json:"run_id"`
+		}
+		c := client.New(h.url, key)
+		if err := c.Do(ctx, "POST", "/v1/factory/"+uid+"/runs", strings.NewReader(`{"prompt":"Open a pull request."}`), &out); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			r, err := h.store.Run(out.RunID)
+			if err == nil && r.State.Terminal() {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s: %+v %v", out.RunID, r, err)
+			}
+		}
+	}
+	r := dispatch(withToken.Key)
+	f.Snapshot(func() {
+		if r.State != factory.StateSucceeded || len(f.Pulls) != 1 || f.Pulls[0].TokenReceived != alice {
+			t.Fatalf("alice's run: %s %+v; pulls %+v", r.State, r.StatusMessage, f.Pulls)
+		}
+	})
+	r = dispatch(without.Key)
+	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != runs.CodeExternalAuthenticationRequired || r.StartedAt != nil {
+		t.Fatalf("bob's run: %s %+v", r.State, r.StatusMessage)
+	}
 }

@@ -67,7 +67,7 @@ func (s *Server) newRun(w http.ResponseWriter, r *http.Request, sess *session) e
 	if err != nil {
 		return err
 	}
-	req.Creator = apiKeyCreator(key)
+	req.Creator, req.CreatorSecrets = apiKeyCreator(key), creatorSecrets(key)
 	created, err := s.runs.Create(r.Context(), req, nil)
 	if err != nil {
 		return err

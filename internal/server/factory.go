@@ -103,7 +103,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	req := runs.CreateRequest{Prompt: q.Prompt, Title: q.Title, Source: factory.SourceAPI, FactoryUID: f.UID, Metadata: meta}
 	if key := callerKey(r); key != nil {
-		req.Creator = apiKeyCreator(key)
+		req.Creator, req.CreatorSecrets = apiKeyCreator(key), creatorSecrets(key)
 	}
 	foreman := foremanAgent
 	ag, err := automations.ResolveAgent(s.store, s.cfg.Runs, f, "", nil)

@@ -103,14 +103,11 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 // createAPIKey is POST /v1/admin/api-keys {"name", "scope"}: the key, once,
 // and its record.
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) error {
-	var q struct {
-		Name  string `json:"name"`
-		Scope string `json:"scope"`
-	}
+	var q factory.APIKeyRequest
 	if err := decodeBody(r, &q); err != nil {
 		return err
 	}
-	k, err := s.svc.CreateAPIKey(r.Context(), q.Name, q.Scope)
+	k, err := s.svc.CreateAPIKey(r.Context(), q)
 	if err != nil {
 		return err
 	}

@@ -28,15 +28,27 @@ func (s *Service) APIKeys(ctx context.Context) ([]*factory.APIKey, error) {
 
 // CreateAPIKey makes a key of a scope. The key is returned once and kept
 // nowhere: the store holds its SHA-256.
-func (s *Service) CreateAPIKey(ctx context.Context, name, scope string) (*factory.NewAPIKey, error) {
+func (s *Service) CreateAPIKey(ctx context.Context, req factory.APIKeyRequest) (*factory.NewAPIKey, error) {
+	name, scope := req.Name, req.Scope
 	if !keyName.MatchString(name) {
 		return nil, factory.Errorf(factory.EINVALID, "API key name %q: 1 to 64 letters, digits and . _ @ -, starting with a letter or digit", name)
 	}
 	if !slices.Contains(factory.Scopes, scope) {
 		return nil, factory.Errorf(factory.EINVALID, "scope %q: must be one of %s", scope, strings.Join(factory.Scopes, ", "))
 	}
+	for _, sec := range []string{req.GitHubTokenSecret, req.GitLabTokenSecret} {
+		if sec == "" {
+			continue
+		}
+		if _, err := s.Store.Secret(sec); errors.Is(err, store.ErrNotFound) {
+			return nil, factory.Errorf(factory.EINVALID, "secret %s does not exist: create it first (factory secrets create %s --from-stdin)", sec, sec)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	key := newAPIKey()
-	rec := &factory.APIKey{Name: name, Scope: scope, Prefix: key[:8], CreatedAt: time.Now().UTC()}
+	rec := &factory.APIKey{Name: name, Scope: scope, Prefix: key[:8], CreatedAt: time.Now().UTC(),
+		GitHubTokenSecret: req.GitHubTokenSecret, GitLabTokenSecret: req.GitLabTokenSecret}
 	b := s.Store.NewBatch()
 	b.PutAPIKey(key, rec)
 	if err := b.Commit(); err != nil {

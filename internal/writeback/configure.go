@@ -2,6 +2,9 @@ package writeback
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"factory"
 	"factory/internal/codehost"
@@ -14,22 +17,17 @@ import (
 // branches after each turn, and every change of a run to rp, which
 // reports it where the run came from (the caller runs rp). Nothing without
 // hosts.
-func Configure(c *runs.Config, h *codehost.Hosts, s *store.Store, rp *Reporter) {
+func Configure(c *runs.Config, h *codehost.Hosts, s *store.Store, rp *Reporter, secret func(name string) ([]byte, error)) {
 	if h == nil {
 		return
 	}
-	name := func(uid string) string {
-		if fs, err := s.Factories(); err == nil {
-			for _, f := range fs {
-				if f.UID == uid {
-					return f.Name
-				}
-			}
-		}
-		return ""
-	}
+	name := func(uid string) string { return factoryOf(s, uid).Name }
 	c.Repositories = func(ctx context.Context, r *factory.Run) (runs.RepoAccess, error) {
-		co, env, notes, err := h.Access(ctx, name(r.FactoryUID), r)
+		f := factoryOf(s, r.FactoryUID)
+		co, env, notes, err := h.AccessAs(ctx, f.Name, f.Settings.CredentialStrategy, r, secret)
+		if errors.Is(err, codehost.ErrExternalAuth) {
+			err = fmt.Errorf("%w: %s", runs.ErrExternalAuthentication, strings.TrimPrefix(err.Error(), codehost.ErrExternalAuth.Error()+": "))
+		}
 		return runs.RepoAccess{Checkout: co, Env: env, Notes: notes}, err
 	}
 	c.PullRequests = func(ctx context.Context, r *factory.Run) []factory.Artifact {
@@ -38,4 +36,16 @@ func Configure(c *runs.Config, h *codehost.Hosts, s *store.Store, rp *Reporter) 
 	if rp != nil {
 		c.Changed = rp.Changed
 	}
+}
+
+// factoryOf is the factory of a UID (empty when there is none).
+func factoryOf(s *store.Store, uid string) *factory.Factory {
+	if fs, err := s.Factories(); err == nil {
+		for _, f := range fs {
+			if f.UID == uid {
+				return f
+			}
+		}
+	}
+	return &factory.Factory{}
 }

@@ -194,6 +194,16 @@ func (f *Fake) TokensMinted() []Token {
 	return out
 }
 
+// UserToken makes a person's token (as a fine-grained personal access
+// token is) that reaches every repository of an owner for an hour.
+func (f *Fake) UserToken(owner string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := fmt.Sprintf("github_pat_%d_%s", f.id(), owner)
+	f.tokens[v] = &Token{Value: v, Owner: owner, Expires: time.Now().Add(time.Hour)}
+	return v
+}
+
 // Snapshot runs fn with the fake's state held still.
 func (f *Fake) Snapshot(fn func()) {
 	f.mu.Lock()
