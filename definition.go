@@ -116,7 +116,34 @@ type Settings struct {
 	CodeForges         []string        `json:"codeForges,omitempty"`
 	AgentDefaults      *ExecSettings   `json:"agentDefaults,omitempty"`
 	WebhookBaseURL     string          `json:"webhookBaseUrl,omitempty"`
+	// SpecApproval (extension; docs/spec/foreman.md): "required" (the
+	// default) keeps a task from IMPLEMENT until a person approved its
+	// spec; "none" does not.
+	SpecApproval string `json:"specApproval,omitempty"`
+	// Orchestration (extension) bounds how deep agents dispatch agents.
+	Orchestration *Orchestration `json:"orchestration,omitempty"`
 }
+
+// Orchestration is factory.yaml's orchestration (extension).
+type Orchestration struct {
+	MaxDepth int `json:"maxDepth,omitempty"`
+}
+
+// DefaultMaxDepth is how many levels of runs a foreman's dispatches may
+// go below it, unless factory.yaml says otherwise.
+const DefaultMaxDepth = 3
+
+// MaxDepth is how deep dispatches may go in the factory.
+func (s *Settings) MaxDepth() int {
+	if s.Orchestration != nil && s.Orchestration.MaxDepth > 0 {
+		return s.Orchestration.MaxDepth
+	}
+	return DefaultMaxDepth
+}
+
+// SpecApprovalRequired reports whether a task needs an approved spec
+// before IMPLEMENT.
+func (s *Settings) SpecApprovalRequired() bool { return s.SpecApproval != "none" }
 
 // Factory is the sync status and identity of one factory, in the manner of
 // a Flux source's status: what was last applied, what was last attempted,

@@ -1,6 +1,10 @@
 package factory
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
 
 // Delivery log labels, spelled as seed-spec §2.5 spells them.
 const (
@@ -65,6 +69,29 @@ type APIKey struct {
 	// CREATOR (docs/codehosts.md).
 	GitHubTokenSecret string `json:"github_token_secret,omitempty"`
 	GitLabTokenSecret string `json:"gitlab_token_secret,omitempty"`
+}
+
+// Creator is who a key's runs are created by: a service account named
+// after the key (never the key itself).
+func (k *APIKey) Creator() *Creator {
+	h := sha256.Sum256([]byte(k.Prefix))
+	return &Creator{Type: "service_account", UID: "ak_" + hex.EncodeToString(h[:])[:16], DisplayName: k.Name}
+}
+
+// CreatorSecrets name, by code host, the managed secrets of the key's
+// person's own tokens (Run.CreatorSecrets); nil when it names none.
+func (k *APIKey) CreatorSecrets() map[string]string {
+	out := map[string]string{}
+	if k.GitHubTokenSecret != "" {
+		out[ProviderGitHub] = k.GitHubTokenSecret
+	}
+	if k.GitLabTokenSecret != "" {
+		out[ProviderGitLab] = k.GitLabTokenSecret
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // APIKeyRequest is a key to create: its name and scope, and the secrets

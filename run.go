@@ -54,7 +54,7 @@ const (
 
 // RunSourceNames are the sources a run list can filter by, as the API
 // spells them.
-var RunSourceNames = []string{SourceAPI, SourceCLI, SourceCustomWebhook, SourceScheduled, SourceGitHub, SourceGitLab, SourceLinear,
+var RunSourceNames = []string{SourceAPI, SourceCLI, SourceCustomWebhook, SourceScheduled, SourceGitHub, SourceGitLab, SourceLinear, SourceOrchestration,
 	SourceSlack, SourceJira}
 
 // legacySources are the spellings of runs stored before the product's:
@@ -163,10 +163,21 @@ type Run struct {
 	// ReactedTo is the last comment the run's write-back reacted to (the
 	// origin's comment, or a later one that continued the run).
 	ReactedTo int64 `json:"reacted_to,omitempty"`
+	// Asking is the question the run's agent asked a person (ask_human,
+	// docs/spec/foreman.md): its turn ends BLOCKED, not SUCCEEDED, until
+	// the answer comes as a follow-up.
+	Asking *Asking `json:"asking,omitempty"`
 
 	// steps are the states the run went through since it was read
 	// (MoveTo); the store checks them before it writes the run.
 	steps []RunState
+}
+
+// Asking is a question waiting for a person: the inbox item, and what it
+// asks.
+type Asking struct {
+	Item     string `json:"item"`
+	Question string `json:"question"`
 }
 
 // TurnRecord is a run's turn in flight, as the run's state machine knows
@@ -219,8 +230,11 @@ type RunSetup struct {
 	Secrets []string `json:"secrets,omitempty"`
 }
 
-// Branch is the run's own branch in its repositories.
-func (r *Run) Branch() string { return "factory/" + r.ID }
+// Branch is the run's branch in its repositories: its own, or its tree's.
+// The runs of one tree (a task's foreman and the agents it dispatched)
+// share their root's branch: the implementer pushes it, the reviewer
+// checks it out.
+func (r *Run) Branch() string { return "factory/" + r.RootRunID() }
 
 // SkillsDirInWorkspace is where a run's skills are laid out: the folder
 // agents look in (Agent Skills: .agents/skills/<name>/SKILL.md).

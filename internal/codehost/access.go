@@ -65,6 +65,9 @@ func (h *Hosts) AccessAs(ctx context.Context, factoryName, strategy string, r *f
 			}
 		}
 		c, e, err := hostAccess(ctx, host, mint, repos, r.Branch(), several)
+		for i := range c {
+			c[i].Resume = r.ParentRunID != "" // the tree's branch, if pushed
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -32,6 +32,12 @@ func extensions(d *Desired) schema.Diagnostics {
 	if d.Settings.WebhookBaseURL != "" {
 		ext(d.SettingsDoc, "/webhookBaseUrl", "webhookBaseUrl (the product serves its own ingress URLs)")
 	}
+	if d.Settings.SpecApproval != "" {
+		ext(d.SettingsDoc, "/specApproval", "specApproval (the product's spec approval is its own policy)")
+	}
+	if d.Settings.Orchestration != nil {
+		ext(d.SettingsDoc, "/orchestration", "orchestration (the product bounds dispatches itself)")
+	}
 	mcpExtensions(d.SettingsDoc, "/mcpServers", string(d.Settings.MCPServers), ext)
 	for _, a := range d.Automations {
 		if !strings.HasSuffix(a.Doc.File, "/automation.md") {

@@ -7,6 +7,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -142,6 +143,8 @@ type Manager struct {
 	// resumable are the runs in flight at start whose turns go on on
 	// workers: dispatch follows them before anything else.
 	resumable []string
+	observers []func(*factory.Run)
+	extras    TurnExtras
 }
 
 // activeTurn is a turn in flight: how to stop it, and where it runs.
@@ -394,12 +397,31 @@ func (m *Manager) EnvironmentList() []EnvironmentInfo {
 	return out
 }
 
-// changed tells Config.Changed of a run's change.
+// changed tells Config.Changed, then each observer, of a run's change.
 func (m *Manager) changed(r *factory.Run) {
-	if m.cfg.Changed != nil && r != nil {
+	if r == nil {
+		return
+	}
+	if m.cfg.Changed != nil {
 		m.cfg.Changed(r)
 	}
+	for _, o := range m.observers {
+		o(r)
+	}
 }
+
+// Observe adds a function told of every run whose state changed, after
+// the change is durable, as Config.Changed is; it must not block. Call it
+// before Start.
+func (m *Manager) Observe(f func(r *factory.Run)) { m.observers = append(m.observers, f) }
+
+// TurnExtras are what a turn of a run gets beside its own: more MCP
+// servers (by name) and environment variables.
+type TurnExtras func(r *factory.Run) (mcp map[string]json.RawMessage, env []string)
+
+// Extend sets the function that gives each turn its extras (the Factory
+// MCP server and its run token). Call it before Start.
+func (m *Manager) Extend(f TurnExtras) { m.extras = f }
 
 // logRun writes the server log's line for a run's change of state: one
 // line for each, written here only.

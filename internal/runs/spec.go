@@ -32,6 +32,16 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 		return nil, res, false
 	}
 	t.Env = slices.Concat(env.Env, setupEnv(r.Setup), granted)
+	if m.extras != nil {
+		mcp, extra := m.extras(r)
+		if len(mcp) > 0 && t.MCPServers == nil {
+			t.MCPServers = map[string]json.RawMessage{}
+		}
+		for name, s := range mcp {
+			t.MCPServers[name] = s // the server's own win over a same-named one of the run's
+		}
+		t.Env = append(t.Env, extra...)
+	}
 	if res, ok := m.repositories(r, t); !ok {
 		return nil, res, false
 	}

@@ -318,6 +318,15 @@ func inFlight(r *factory.Run) bool {
 // says whether pending follow-ups queue it again.
 func (m *Manager) ended(r *factory.Run, b *store.Batch, res runtime.Result, retryable bool) (requeue bool, err error) {
 	now := time.Now().UTC()
+	pending, err := m.cfg.Store.FollowUps(r.ID)
+	if err != nil {
+		return false, err
+	}
+	if a := r.Asking; a != nil && res.State == factory.StateSucceeded && len(pending) == 0 {
+		// The agent asked a person (ask_human) and ended its turn: the run
+		// waits for the answer, which comes as a follow-up.
+		res.State, res.Message = factory.StateBlocked, "waiting for a person's answer: "+a.Question
+	}
 	if err := moveToEnd(r, &res); err != nil {
 		return false, err
 	}
@@ -334,10 +343,6 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res runtime.Result, retr
 	}
 	m.collectArtifacts(r, b, res.Links, now)
 	b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "finished", State: res.State, Message: res.Message})
-	pending, err := m.cfg.Store.FollowUps(r.ID)
-	if err != nil {
-		return false, err
-	}
 	requeue = len(pending) > 0 && res.State != factory.StateCancelled && !m.stopped.Load()
 	if requeue {
 		return true, r.MoveTo(factory.StateQueued)

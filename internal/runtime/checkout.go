@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,10 @@ type Checkout struct {
 	Depth    int    `json:"depth,omitempty"`
 	TokenVar string `json:"token_var"`
 	User     string `json:"user"`
+	// Resume: the branch may exist on the remote already (a run its
+	// tree's foreman dispatched, after another pushed the tree's branch):
+	// it is cloned from there when it does, from Ref when it does not.
+	Resume bool `json:"resume,omitempty"`
 }
 
 // DefaultDepth is how deep a checkout is unless the runner says otherwise.
@@ -113,6 +118,19 @@ func clone(ctx context.Context, t Turn, c Checkout, dir string) error {
 		fetch = []string{"fetch", "--no-tags", "--depth", strconv.Itoa(depth), "origin", c.Ref}
 	}
 	steps := [][]string{{"init", "-q"}, {"remote", "add", "origin", c.URL}, fetch, {"checkout", "-q", "-b", c.Branch, "FETCH_HEAD"}}
+	if c.Resume {
+		branch := slices.Clone(fetch)
+		branch[len(branch)-1] = "refs/heads/" + c.Branch
+		for _, args := range steps[:2] {
+			if err := git(ctx, t, dir, args...); err != nil {
+				return err
+			}
+		}
+		steps = steps[2:]
+		if git(ctx, t, dir, branch...) == nil {
+			steps = steps[1:] // the tree's branch, as pushed
+		}
+	}
 	for _, args := range steps {
 		if err := git(ctx, t, dir, args...); err != nil {
 			return err

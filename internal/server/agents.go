@@ -730,25 +730,10 @@ func runStateNames() string {
 
 // creatorSecrets are the secrets of an API key's person's own code host
 // tokens, by host.
-func creatorSecrets(key *factory.APIKey) map[string]string {
-	out := map[string]string{}
-	if key.GitHubTokenSecret != "" {
-		out[factory.ProviderGitHub] = key.GitHubTokenSecret
-	}
-	if key.GitLabTokenSecret != "" {
-		out[factory.ProviderGitLab] = key.GitLabTokenSecret
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
+func creatorSecrets(key *factory.APIKey) map[string]string { return key.CreatorSecrets() }
 
-// apiKeyCreator is the creator of a run an API key created: a service
-// account, as the SDKs' UserProfile types it.
-func apiKeyCreator(key *factory.APIKey) *factory.Creator {
-	return &factory.Creator{Type: "service_account", UID: "ak_" + store.HashAPIKey(key.Prefix)[:16], DisplayName: key.Name}
-}
+// apiKeyCreator is who a key's runs are created by.
+func apiKeyCreator(key *factory.APIKey) *factory.Creator { return key.Creator() }
 
 // listEnvironments is GET /v1/agent/environments: where runs can execute.
 // The config shows the executor's kind only: commands and variables may
