@@ -96,19 +96,21 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	log, err := newLogger(a.stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	a.log = log
 	s, err := a.openStore()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	kr, err := a.keyring()
+	kr, err := a.keyring(s)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(a.stderr, o.logFormat, o.logLevel)
-	if err != nil {
-		return err
-	}
+	log.Info("store", "dir", a.dataDir(), "format", store.FormatVersion, "secrets_key", kr.Fingerprint())
 	known, err := s.Factories()
 	if err != nil {
 		return err

@@ -541,7 +541,8 @@ const runIndexVersion = "2"
 
 // upgradeRunIndex adds the entries an older index lacks: every run's
 // current entries are written again (entries already there are the same
-// keys), in batches.
+// keys), in batches. It is idempotent; the format migration that calls it
+// records the index's version with its stamp.
 func (s *Store) upgradeRunIndex() error {
 	v, err := s.Meta("run_index")
 	if err != nil || v == runIndexVersion {
@@ -573,6 +574,5 @@ func (s *Store) upgradeRunIndex() error {
 		b.Abort()
 		return err
 	}
-	b.PutMeta("run_index", runIndexVersion)
-	return b.Commit()
+	return b.CommitNoSync()
 }
