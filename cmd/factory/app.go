@@ -61,7 +61,7 @@ Start with:
 	pf.StringVar(&a.serverFlag, "server", "", "talk to a running server at this URL instead of opening the store (default $FACTORY_SERVER)")
 	pf.StringVar(&a.apiKeyFlag, "api-key", "", "API key for --server (default $FACTORY_API_KEY, else the data directory's admin key)")
 	root.AddCommand(a.reconcileCmd(), a.statusCmd(), a.serveCmd(), a.secretsCmd(), a.webhooksCmd(),
-		a.automationsCmd(), a.runsCmd(), a.schedulesCmd(), a.apikeysCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd())
+		a.automationsCmd(), a.runsCmd(), a.schedulesCmd(), a.apikeysCmd(), a.backupCmd(), a.restoreCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd())
 	return root
 }
 
@@ -176,12 +176,14 @@ func (a *app) open() (*store.Store, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(a.stderr, nil))
 	}
-	return store.OpenWith(a.dataDir(), store.Options{Log: log, Version: version})
+	return store.OpenWith(a.dataDir(), store.Options{Log: log, Version: versionString()})
 }
 
 // keyring loads the secrets key for the open store, and checks it is the
 // one the store's secrets are sealed with.
-func (a *app) keyring(s *store.Store) (*secrets.Keyring, error) { return secrets.ForStore(s, a.dataDir()) }
+func (a *app) keyring(s *store.Store) (*secrets.Keyring, error) {
+	return secrets.ForStore(s, a.dataDir())
+}
 
 func (a *app) runningServer() (*server.Info, bool) {
 	b, err := os.ReadFile(filepath.Join(a.dataDir(), server.ServerFile))

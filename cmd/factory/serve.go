@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"factory/internal/backup"
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
@@ -140,6 +141,13 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
+	var backups *backup.Schedule
+	if cfg.Backups != nil {
+		if backups, err = cfg.Backups.Schedule(""); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	o.workers.listenSet = cmd.Flags().Changed("nats-listen")
 	cp, err := startControlPlane(cmd.Context(), &o.workers, maxConcurrentRuns(cfg), s, kr, a.dataDir(), log)
 	if err != nil {
@@ -161,7 +169,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret,
+		Backups: backups, Version: versionString()},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
@@ -198,6 +207,9 @@ func (a *app) serveConfig(cmd *cobra.Command, o *serveOpts) (*server.FileConfig,
 			if !gitsource.IsGitURL(f.Source) && !filepath.IsAbs(f.Source) {
 				cfg.Factories[i].Source = filepath.Join(base, f.Source) // relative to the file
 			}
+		}
+		if cfg.Backups != nil && !filepath.IsAbs(cfg.Backups.Dir) {
+			cfg.Backups.Dir = filepath.Join(base, cfg.Backups.Dir) // relative to the file
 		}
 		if cfg.Data != "" && a.dataFlag == "" && os.Getenv("FACTORY_DATA") == "" {
 			a.dataFlag = cfg.Data

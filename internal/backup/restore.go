@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,16 +143,23 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// countsText writes counts as "3 runs, 5 deliveries, ..." (kinds with
-// none left out).
+// countsText writes counts as "1 factory, 3 runs, ..." (kinds with none
+// left out).
 func countsText(c store.Counts) string {
-	b, _ := json.Marshal(c)
-	var m map[string]int
-	_ = json.Unmarshal(b, &m)
 	var parts []string
-	for _, k := range countOrder {
-		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", m[k], strings.ReplaceAll(k, "_", " ")))
+	for _, k := range []struct {
+		n            int
+		one, several string
+	}{
+		{c.Factories, "factory", "factories"}, {c.Webhooks, "webhook", "webhooks"}, {c.Automations, "automation", "automations"},
+		{c.Runs, "run", "runs"}, {c.Deliveries, "delivery", "deliveries"}, {c.Secrets, "secret", "secrets"},
+		{c.APIKeys, "API key", "API keys"}, {c.Workers, "worker", "workers"}, {c.Schedules, "schedule", "schedules"},
+	} {
+		switch {
+		case k.n == 1:
+			parts = append(parts, "1 "+k.one)
+		case k.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", k.n, k.several))
 		}
 	}
 	if len(parts) == 0 {
@@ -161,9 +167,6 @@ func countsText(c store.Counts) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// countOrder is the order counts are written in.
-var countOrder = []string{"factories", "webhooks", "automations", "runs", "deliveries", "secrets", "api_keys", "workers", "schedules"}
 
 // CountsText writes a backup's counts for a person.
 func CountsText(c store.Counts) string { return countsText(c) }

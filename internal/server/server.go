@@ -20,6 +20,7 @@ import (
 
 	"factory"
 	"factory/internal/automations"
+	"factory/internal/backup"
 	"factory/internal/ingress"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
@@ -62,6 +63,10 @@ type Config struct {
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
 	PushSecret string
+	// Backups, when set, is the schedule of backups (docs/operations.md).
+	Backups *backup.Schedule
+	// Version is the binary's version, recorded in backups.
+	Version string
 }
 
 // Server serves the API and reconciles factories.
@@ -73,6 +78,7 @@ type Server struct {
 	started time.Time // when the server was made: environments' last_updated
 	log     *slog.Logger
 	metrics *metrics
+	backups *backups
 
 	// syncMu serialises syncs and state-changing admin calls: a plan must
 	// see the state it is applied to.
@@ -107,6 +113,10 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
+	s.backups = newBackups(s.metrics.reg)
+	if rec, err := backup.LastRecords(applier.Store); err == nil && rec.Last != nil {
+		s.backups.show(*rec.Last)
+	}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
@@ -174,6 +184,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
 	s.log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/", "sign_in", "with an API key: the admin key is in "+filepath.Join(s.store.Dir(), "admin-api-key"))
 
+	if err := backup.CleanCheckpoints(s.store.Dir()); err != nil {
+		s.log.Warn("removing the checkpoints of interrupted backups", "err", err)
+	}
 	runCtx, stopRunners := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var first sync.WaitGroup
@@ -194,6 +207,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.sweep(runCtx)
 	}()
+	if s.cfg.Backups != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.scheduleBackups(runCtx, s.log)
+		}()
+	}
 	if s.cfg.Runs != nil {
 		if err := s.cfg.Runs.Start(runCtx); err != nil {
 			stopRunners()
@@ -445,6 +465,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/admin/workers", admin(s.listWorkers))
 	mux.Handle("POST /v1/admin/workers", admin(s.createWorker))
 	mux.Handle("POST /v1/admin/workers/{name}/revoke", admin(s.revokeWorker))
+	mux.Handle("POST /v1/admin/backups", admin(s.streamBackup))
+	mux.Handle("GET /v1/admin/backups", admin(s.backupStatus))
 	mux.Handle("GET /v1/admin/api-keys", admin(s.listAPIKeys))
 	mux.Handle("POST /v1/admin/api-keys", admin(s.createAPIKey))
 	mux.Handle("POST /v1/admin/api-keys/revoke", admin(s.revokeAPIKey))
