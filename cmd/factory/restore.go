@@ -65,6 +65,10 @@ func (a *app) restore(o *restoreOpts) error {
 	for _, mg := range r.Migrated {
 		fmt.Fprintf(a.stdout, "Migrated the store from format %d to %d: %s.\n", mg.From, mg.From+1, mg.Name)
 	}
+	if r.InProgress+r.Queued > 0 {
+		fmt.Fprintf(a.stdout, "At the instant %d runs were in progress and %d queued: when factory serve starts, it ends the first as after a crash (ERROR, retryable: a follow-up continues them) and runs the second.\n",
+			r.InProgress, r.Queued)
+	}
 	a.restoreKeyAdvice(dir, m.SecretsKey)
 	return nil
 }

@@ -52,6 +52,11 @@ func newFixture(t *testing.T) *fixture {
 	for _, id := range []string{"run_a", "run_b", "run_c"} {
 		b.PutRun(&factory.Run{ID: id, State: factory.StateSucceeded, CreatedAt: now, UpdatedAt: now}, nil)
 	}
+	// Live at the instant: one in progress on this machine's process and a
+	// worker's turn, one queued with its turn handed to the workers' queue.
+	b.PutRun(&factory.Run{ID: "run_live", State: factory.StateInProgress, CreatedAt: now, UpdatedAt: now,
+		Process: &factory.ProcessRef{PID: os.Getpid(), Start: 1}, RemoteTurn: "att_1", ClaimedTurn: "att_1", Worker: "w1"}, nil)
+	b.PutRun(&factory.Run{ID: "run_waiting", State: factory.StateQueued, CreatedAt: now, UpdatedAt: now, RemoteTurn: "att_2"}, nil)
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +81,7 @@ func newFixture(t *testing.T) *fixture {
 func TestBackupAndRestore(t *testing.T) {
 	f := newFixture(t)
 	m := f.result.Manifest
-	want := store.Counts{Factories: 1, Webhooks: 1, Automations: 1, Runs: 3, Deliveries: 5, Secrets: 1, APIKeys: 1}
+	want := store.Counts{Factories: 1, Webhooks: 1, Automations: 1, Runs: 5, Deliveries: 5, Secrets: 1, APIKeys: 1}
 	if m.Counts != want || m.StoreFormat != store.FormatVersion || m.Binary != "v-test" || m.SecretsKey != f.kr.Fingerprint() {
 		t.Fatalf("manifest: %+v", m)
 	}
@@ -96,13 +101,18 @@ func TestBackupAndRestore(t *testing.T) {
 	if _, err := backup.Verify(bytes.NewReader(f.archive), backup.DefaultLimits); err != nil {
 		t.Fatal(err)
 	}
+	checkRestore(t, f, want)
+}
 
+// checkRestore restores the fixture's backup into a missing directory and
+// reads the store there.
+func checkRestore(t *testing.T, f *fixture, want store.Counts) {
 	target := filepath.Join(t.TempDir(), "restored")
 	r, err := backup.Restore(bytes.NewReader(f.archive), target, backup.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Manifest.Counts != want || len(r.Migrated) != 0 {
+	if r.Manifest.Counts != want || len(r.Migrated) != 0 || r.InProgress != 1 || r.Queued != 1 {
 		t.Errorf("restored: %+v", r)
 	}
 	checkPrivate(t, target)
@@ -119,6 +129,17 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	if w, err := s.WebhookByUID("wh_0000000000000000hook01"); err != nil || w.Key != "hook" {
 		t.Errorf("the webhook by its UID: %v %v", w, err)
+	}
+	// The live runs hold no handle on the machine or the queue they came
+	// from; their states are for the server's start-up to change.
+	for _, id := range []string{"run_live", "run_waiting"} {
+		r, err := s.Run(id)
+		if err != nil || r.Process != nil || r.RemoteTurn != "" || r.ClaimedTurn != "" {
+			t.Errorf("%s after the restore: %+v %v", id, r, err)
+		}
+	}
+	if r, _ := s.Run("run_live"); r.State != factory.StateInProgress || r.Worker != "w1" {
+		t.Errorf("run_live: %s on %q", r.State, r.Worker)
 	}
 }
 

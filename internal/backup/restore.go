@@ -28,6 +28,10 @@ type Restored struct {
 	// Migrated are the format migrations a backup of an older format went
 	// through.
 	Migrated []store.Migration
+	// InProgress and Queued count the runs that were live at the instant
+	// (store.DetachRuns): the server's start-up ends the first as after a
+	// crash and queues the second again.
+	InProgress, Queued int
 }
 
 // ErrNotEmpty says the directory to restore into holds something.
@@ -65,15 +69,15 @@ func Restore(r io.Reader, dir string, o RestoreOptions) (*Restored, error) {
 	if err != nil {
 		return nil, err
 	}
-	migrated, err := checkStaged(stage, m, o)
-	if err != nil {
+	res := &Restored{Manifest: m}
+	if err := checkStaged(stage, res, o); err != nil {
 		return nil, err
 	}
 	if err := moveInto(stage, dir); err != nil {
 		return nil, err
 	}
 	done = true
-	return &Restored{Manifest: m, Migrated: migrated}, nil
+	return res, nil
 }
 
 // emptyOrMissing refuses a directory that holds anything (a restore never
@@ -92,21 +96,26 @@ func emptyOrMissing(dir string) error {
 }
 
 // checkStaged opens the staged store (which checks its format and migrates
-// an older one) and compares its records with the manifest's counts.
-func checkStaged(stage string, m *Manifest, o RestoreOptions) ([]store.Migration, error) {
+// an older one), compares its records with the manifest's counts, and
+// detaches the runs that were live at the instant.
+func checkStaged(stage string, res *Restored, o RestoreOptions) error {
 	s, err := store.OpenWith(stage, store.Options{Log: o.Log, Version: o.Binary})
 	if err != nil {
-		return nil, fmt.Errorf("the backup's store does not open: %w", err)
+		return fmt.Errorf("the backup's store does not open: %w", err)
 	}
 	defer s.Close()
 	got, err := s.Counts()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if got != m.Counts {
-		return nil, fmt.Errorf("the backup's store holds %s, its manifest says %s: the backup is damaged or was changed", countsText(got), countsText(m.Counts))
+	if want := res.Manifest.Counts; got != want {
+		return fmt.Errorf("the backup's store holds %s, its manifest says %s: the backup is damaged or was changed", countsText(got), countsText(want))
 	}
-	return s.Migrated(), nil
+	res.Migrated = s.Migrated()
+	if res.InProgress, res.Queued, err = s.DetachRuns(); err != nil {
+		return fmt.Errorf("detaching the runs that were live: %w", err)
+	}
+	return nil
 }
 
 // moveInto renames the staged store into place: the staging directory

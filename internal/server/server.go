@@ -171,6 +171,19 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	defer os.Remove(infoPath)
 
+	if err := backup.CleanCheckpoints(s.store.Dir()); err != nil {
+		s.log.Warn("removing the checkpoints of interrupted backups", "err", err)
+	}
+	runCtx, stopRunners := context.WithCancel(ctx)
+	defer stopRunners()
+	// The runs start (and runs the last process left in progress end, as
+	// after a crash) before the API answers: no caller sees a run as
+	// running that is not.
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.Start(runCtx); err != nil {
+			return fmt.Errorf("start the runs: %w", err)
+		}
+	}
 	srv := &http.Server{Handler: s.metrics.instrument(s.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 2)
@@ -184,10 +197,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
 	s.log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/", "sign_in", "with an API key: the admin key is in "+filepath.Join(s.store.Dir(), "admin-api-key"))
 
-	if err := backup.CleanCheckpoints(s.store.Dir()); err != nil {
-		s.log.Warn("removing the checkpoints of interrupted backups", "err", err)
-	}
-	runCtx, stopRunners := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var first sync.WaitGroup
 	for _, r := range s.runners {
@@ -215,10 +224,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}()
 	}
 	if s.cfg.Runs != nil {
-		if err := s.cfg.Runs.Start(runCtx); err != nil {
-			stopRunners()
-			return fmt.Errorf("start the runs: %w", err)
-		}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()

@@ -200,3 +200,36 @@ func (b *Batch) PutRunAttachment(runID, name string, data []byte) {
 func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
 	return s.get(runAttachmentPrefix + runID + "/" + name)
 }
+
+// DetachRuns is for a store restored from a backup. A run queued or in
+// progress at the backup's instant holds handles on what a backup does
+// not hold: the agent's process on the machine the backup came from, the
+// turn handed to the workers' queue (<data>/nats). They are dropped, so
+// that the server's start-up takes the run as after a crash (a run in
+// progress ends ERROR, retryable; a queued run is queued again) rather
+// than follow a turn no one holds, or kill a process that is not its own.
+// It returns how many runs were in progress and how many queued.
+func (s *Store) DetachRuns() (inProgress, queued int, err error) {
+	live, err := s.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range live {
+		if r.State == factory.StateQueued {
+			queued++
+		} else {
+			inProgress++
+		}
+		_, err := s.UpdateRun(r.ID, true, func(r *factory.Run, _ *Batch) error {
+			if r.Process == nil && r.RemoteTurn == "" && r.ClaimedTurn == "" {
+				return ErrNoChange
+			}
+			r.Process, r.RemoteTurn, r.ClaimedTurn = nil, "", ""
+			return nil
+		})
+		if err != nil {
+			return inProgress, queued, err
+		}
+	}
+	return inProgress, queued, nil
+}
