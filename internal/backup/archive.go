@@ -21,7 +21,7 @@ import (
 
 // hashFiles lists the files of a store directory (dir/db) with their sizes
 // and SHA-256s, by name; the lock file is not part of a store's state.
-func hashFiles(dir string) ([]File, int64, error) {
+func hashFiles(dir string, p *pacer) ([]File, int64, error) {
 	entries, err := os.ReadDir(filepath.Join(dir, "db"))
 	if err != nil {
 		return nil, 0, err
@@ -36,7 +36,7 @@ func hashFiles(dir string) ([]File, int64, error) {
 		if !e.Type().IsRegular() {
 			return nil, 0, fmt.Errorf("%s: not a regular file", filepath.Join(dir, "db", e.Name()))
 		}
-		f, err := hashFile(filepath.Join(dir, "db", e.Name()))
+		f, err := hashFile(filepath.Join(dir, "db", e.Name()), p)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -47,14 +47,14 @@ func hashFiles(dir string) ([]File, int64, error) {
 	return files, total, nil
 }
 
-func hashFile(path string) (File, error) {
+func hashFile(path string, p *pacer) (File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return File{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.CopyBuffer(h, p.reader(f), make([]byte, chunk))
 	if err != nil {
 		return File{}, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -64,7 +64,7 @@ func hashFile(path string) (File, error) {
 // writeArchive writes the manifest, then each of its files from dir, as a
 // tar.gz. Table files are compressed already: gzip at its fastest level
 // takes what is left cheaply.
-func writeArchive(w io.Writer, m *Manifest, dir string) error {
+func writeArchive(w io.Writer, m *Manifest, dir string, p *pacer) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func writeArchive(w io.Writer, m *Manifest, dir string) error {
 		return err
 	}
 	for _, f := range m.Files {
-		if err := copyFile(tw, dir, f, m.CreatedAt); err != nil {
+		if err := copyFile(tw, dir, f, m.CreatedAt, p); err != nil {
 			return err
 		}
 	}
@@ -88,13 +88,13 @@ func writeArchive(w io.Writer, m *Manifest, dir string) error {
 	return zw.Close()
 }
 
-func copyFile(tw *tar.Writer, dir string, f File, at time.Time) error {
+func copyFile(tw *tar.Writer, dir string, f File, at time.Time, p *pacer) error {
 	r, err := os.Open(filepath.Join(dir, filepath.FromSlash(f.Path)))
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return writeEntry(tw, f.Path, at, f.Size, r)
+	return writeEntry(tw, f.Path, at, f.Size, p.reader(r))
 }
 
 func writeEntry(tw *tar.Writer, name string, at time.Time, size int64, r io.Reader) error {
@@ -104,7 +104,10 @@ func writeEntry(tw *tar.Writer, name string, at time.Time, size int64, r io.Read
 	}
 	// Exactly the size the manifest says: a file that changed since it was
 	// hashed is an error, not a different backup.
-	if n, err := io.CopyN(tw, r, size); err != nil {
+	if n, err := io.CopyBuffer(tw, io.LimitReader(r, size), make([]byte, chunk)); err != nil || n != size {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("%s: copied %d of %d bytes: %w", name, n, size, err)
 	}
 	return nil

@@ -25,14 +25,14 @@ func seedArchive(t testing.TB) []byte {
 	os.Mkdir(filepath.Join(dir, "db"), 0o700)
 	os.WriteFile(filepath.Join(dir, "db", "000001.sst"), []byte("table bytes"), 0o600)
 	os.WriteFile(filepath.Join(dir, "db", "CURRENT"), []byte("MANIFEST-000001\n"), 0o600)
-	files, total, err := hashFiles(dir)
+	files, total, err := hashFiles(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &Manifest{Kind: Kind, ArchiveVersion: ArchiveVersion, StoreFormat: store.FormatVersion, Binary: "seed",
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Files: files, TotalBytes: total}
 	var buf bytes.Buffer
-	if err := writeArchive(&buf, m, dir); err != nil {
+	if err := writeArchive(&buf, m, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

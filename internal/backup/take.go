@@ -26,6 +26,10 @@ type Options struct {
 	SecretsKey string
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// CPUShare, between 0 and 1, is the share of one core the backup's
+	// hashing and compressing may take (they sleep in between): for a
+	// backup of a store that serves. 0 takes what it can.
+	CPUShare float64
 }
 
 // Result is a backup made.
@@ -54,12 +58,13 @@ func Take(s *store.Store, w io.Writer, o Options) (*Result, error) {
 	if err := s.Checkpoint(tmp); err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	m, err := manifestOf(tmp, at, o)
+	p := newPacer(o.CPUShare)
+	m, err := manifestOf(tmp, at, o, p)
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	cw := &countingWriter{w: w}
-	if err := writeArchive(cw, m, tmp); err != nil {
+	if err := writeArchive(cw, m, tmp, p); err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	return &Result{Manifest: m, Bytes: cw.n, Took: now().Sub(start)}, nil
@@ -67,8 +72,8 @@ func Take(s *store.Store, w io.Writer, o Options) (*Result, error) {
 
 // manifestOf describes a checkpoint: its files (listed before it is
 // opened, which adds a lock file), then what it holds.
-func manifestOf(dir string, at time.Time, o Options) (*Manifest, error) {
-	files, total, err := hashFiles(dir)
+func manifestOf(dir string, at time.Time, o Options, p *pacer) (*Manifest, error) {
+	files, total, err := hashFiles(dir, p)
 	if err != nil {
 		return nil, err
 	}

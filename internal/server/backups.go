@@ -75,8 +75,14 @@ func (s *Server) takeBackup(w io.Writer) (*backup.Result, error) {
 	if s.applier.Keyring != nil {
 		key = s.applier.Keyring.Fingerprint()
 	}
-	return backup.Take(s.store, w, backup.Options{Binary: s.cfg.Version, SecretsKey: key})
+	return backup.Take(s.store, w, backup.Options{Binary: s.cfg.Version, SecretsKey: key, CPUShare: backupCPUShare})
 }
+
+// backupCPUShare is the share of one core a backup's hashing and
+// compressing take while the server serves: with it, ingress under a
+// flood keeps at least 0.8 of its rate during a backup (BENCHMARKS.md,
+// "Backups"); a backup of a large store takes longer.
+const backupCPUShare = 0.25
 
 // streamBackup serves POST /v1/admin/backups: the archive, streamed as it
 // is made. An error before the first byte is a problem; after it, the

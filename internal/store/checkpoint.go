@@ -39,8 +39,9 @@ type Counts struct {
 	Schedules   int `json:"schedules"`
 }
 
-// Counts counts the records of each kind. It walks keys, a million runs in
-// well under a second.
+// Counts counts the records of each kind. It walks keys (runs by their
+// creation index, whose entries hold no value), a million runs in well
+// under a second.
 func (s *Store) Counts() (Counts, error) {
 	var c Counts
 	for _, k := range []struct {
@@ -48,7 +49,7 @@ func (s *Store) Counts() (Counts, error) {
 		n      *int
 	}{
 		{factoryPrefix, &c.Factories}, {webhookPrefix, &c.Webhooks}, {automationPrefix, &c.Automations},
-		{runPrefix, &c.Runs}, {deliveryPrefix, &c.Deliveries}, {secretPrefix, &c.Secrets},
+		{runCreatedPrefix, &c.Runs}, {deliveryPrefix, &c.Deliveries}, {secretPrefix, &c.Secrets},
 		{apiKeyPrefix, &c.APIKeys}, {workerPrefix, &c.Workers}, {agentSchedulePrefix, &c.Schedules},
 	} {
 		n, _, err := s.countKeys([]byte(k.prefix), prefixEnd(k.prefix), -1)

@@ -133,8 +133,13 @@ func runIndexKeys(r *factory.Run) []string {
 
 // escapeIndexValue keeps a value from reaching into the next key part.
 func escapeIndexValue(v string) string {
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(v)
+	if !strings.ContainsAny(v, "%/") {
+		return v // most values: no copy, no replacer
+	}
+	return indexValueEscaper.Replace(v)
 }
+
+var indexValueEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // RunQuery is a list query. Equality filters are ANDed; several states are
 // ORed. Times bound the sort key's range when they are on it.

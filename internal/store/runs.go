@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"factory"
@@ -134,26 +136,35 @@ func (s *Store) FollowUps(id string) ([]PendingFollowUp, error) {
 	return out, err
 }
 
-// RunsInState lists the runs in one of the states, oldest first. It walks
-// creation order; used at start-up, where every run must be seen once.
+// RunsInState lists the runs in one of the states, oldest first (by
+// creation). Used at start-up: it walks each state's entries of the run
+// list index, so it reads the runs in those states and no other (a
+// million finished runs cost nothing).
 func (s *Store) RunsInState(states ...factory.RunState) ([]*factory.Run, error) {
-	want := map[factory.RunState]bool{}
-	for _, st := range states {
-		want[st] = true
+	var found []string // "<created nanos>/<run id>"
+	for _, st := range slices.Compact(slices.Sorted(slices.Values(states))) {
+		prefix := runIndexPrefix + "state=" + escapeIndexValue(string(st)) + "/c/"
+		err := s.scan(prefix, func(key string, _ []byte) error {
+			found = append(found, key[len(prefix):])
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	var out []*factory.Run
-	err := s.scan(runCreatedPrefix, func(key string, _ []byte) error {
-		id := key[len(runCreatedPrefix)+21:]
+	slices.Sort(found) // the nanoseconds have a fixed width
+	out := make([]*factory.Run, 0, len(found))
+	for _, k := range found {
+		_, id, _ := strings.Cut(k, "/")
 		r, err := s.Run(id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if want[r.State] {
+		if slices.Contains(states, r.State) { // the index and the record are written together
 			out = append(out, r)
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 const idempotencyPrefix = "idem/" // idem/<hash of key and caller> → idempotent
