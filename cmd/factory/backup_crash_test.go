@@ -45,17 +45,7 @@ func TestRestoreABackupTakenUnderLoad(t *testing.T) {
 	}
 	work := t.TempDir()
 	a, b := filepath.Join(work, "a"), filepath.Join(work, "b")
-	writeFiles(t, work, map[string]string{
-		"repo/webhooks/hook.yaml": "authMode: token\nsecretName: tok\n",
-		// A run sleeps as long as its prompt says.
-		"serve.yaml": "factories:\n  - name: acme\n    source: repo\nruntime:\n  maxConcurrentRuns: 64\n  defaultEnvironment: agent\n" +
-			"environments:\n  agent:\n    executor: exec\n    command: [\"sh\", \"-c\", \"read s; sleep \\\"$s\\\"\"]\n",
-	})
-	factoryCmd(t, work, "", "--data", a, "webhooks", "import", "acme/hook", "--uid", crashUID)
-	factoryCmd(t, work, crashToken, "--data", a, "secrets", "create", "tok", "--from-stdin")
-	runsKey := strings.TrimSpace(factoryCmd(t, work, "", "--data", a, "apikeys", "create", "ci", "--scope", "runs"))
-	adminKey := strings.TrimSpace(factoryCmd(t, work, "", "--data", a, "apikeys", "create", "ops", "--scope", "admin"))
-	writeFiles(t, a, map[string]string{AdminKeyFile: adminKey + "\n"})
+	runsKey, adminKey := crashSetUp(t, work, a)
 
 	srvA := startServe(t, work, a)
 	creds := factoryCmd(t, work, "", "--data", a, "workers", "create", "w1")
@@ -90,28 +80,7 @@ func TestRestoreABackupTakenUnderLoad(t *testing.T) {
 
 	srvB := startServe(t, work, b)
 	defer srvB.stop(t)
-	for _, id := range live {
-		var r factory.RunItem
-		if err := getJSON(srvB.url+"/v1/agent/runs/"+id, runsKey, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.State != factory.StateError || r.StatusMessage == nil || !r.StatusMessage.Retryable {
-			t.Errorf("run %s was in progress at the instant; restored it reads %s %+v", id, r.State, r.StatusMessage)
-		}
-	}
-	if err := getJSON(srvB.url+"/v1/admin/api-keys", adminKey, nil); err != nil {
-		t.Errorf("the admin key: %v", err)
-	}
-	if err := getJSON(srvB.url+"/v1/agent/runs", runsKey, nil); err != nil {
-		t.Errorf("the runs key: %v", err)
-	}
-	if id, dup, code := post(srvB.url, "after-restore", `{"new":true}`); code != 202 || dup != "" {
-		t.Errorf("a new delivery with the secret: %d %s %s", code, id, dup)
-	}
-	again := before[len(before)/2]
-	if _, dup, code := post(srvB.url, again.identity, again.body); code != 202 || dup != again.id {
-		t.Errorf("delivery %s sent again: %d, duplicate of %q", again.id, code, dup)
-	}
+	checkRestoredServer(t, srvB, live, before, runsKey, adminKey)
 	checkWorkerSignsIn(t, work, srvB, adminKey)
 	created := 0
 	for _, r := range truth {
@@ -121,6 +90,55 @@ func TestRestoreABackupTakenUnderLoad(t *testing.T) {
 	}
 	t.Logf("backup at %s: %d deliveries answered before it; %d runs created before it, %d ended then, %d in progress",
 		at.Format(time.RFC3339Nano), len(before), created, ended, len(live))
+}
+
+// crashSetUp writes the factory (a token webhook with a pinned UID, runs
+// that sleep as long as their prompt says) and the serve configuration
+// into work, and the webhook's secret and two API keys into the store of
+// a (the admin key also in a's admin key file). It returns the keys.
+func crashSetUp(t *testing.T, work, a string) (runsKey, adminKey string) {
+	t.Helper()
+	writeFiles(t, work, map[string]string{
+		"repo/webhooks/hook.yaml": "authMode: token\nsecretName: tok\n",
+		"serve.yaml": "factories:\n  - name: acme\n    source: repo\nruntime:\n  maxConcurrentRuns: 64\n  defaultEnvironment: agent\n" +
+			"environments:\n  agent:\n    executor: exec\n    command: [\"sh\", \"-c\", \"read s; sleep \\\"$s\\\"\"]\n",
+	})
+	factoryCmd(t, work, "", "--data", a, "webhooks", "import", "acme/hook", "--uid", crashUID)
+	factoryCmd(t, work, crashToken, "--data", a, "secrets", "create", "tok", "--from-stdin")
+	runsKey = strings.TrimSpace(factoryCmd(t, work, "", "--data", a, "apikeys", "create", "ci", "--scope", "runs"))
+	adminKey = strings.TrimSpace(factoryCmd(t, work, "", "--data", a, "apikeys", "create", "ops", "--scope", "admin"))
+	writeFiles(t, a, map[string]string{AdminKeyFile: adminKey + "\n"})
+	return runsKey, adminKey
+}
+
+// checkRestoredServer: through the restored server, the runs in progress
+// at the instant read ERROR, retryable; both API keys work; the webhook's
+// UID and secret take a new delivery; one answered before the instant,
+// sent again, is a duplicate of itself.
+func checkRestoredServer(t *testing.T, srv *serveProc, live []string, before []accepted, runsKey, adminKey string) {
+	t.Helper()
+	for _, id := range live {
+		var r factory.RunItem
+		if err := getJSON(srv.url+"/v1/agent/runs/"+id, runsKey, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.State != factory.StateError || r.StatusMessage == nil || !r.StatusMessage.Retryable {
+			t.Errorf("run %s was in progress at the instant; restored it reads %s %+v", id, r.State, r.StatusMessage)
+		}
+	}
+	if err := getJSON(srv.url+"/v1/admin/api-keys", adminKey, nil); err != nil {
+		t.Errorf("the admin key: %v", err)
+	}
+	if err := getJSON(srv.url+"/v1/agent/runs", runsKey, nil); err != nil {
+		t.Errorf("the runs key: %v", err)
+	}
+	if id, dup, code := post(srv.url, "after-restore", `{"new":true}`); code != 202 || dup != "" {
+		t.Errorf("a new delivery with the secret: %d %s %s", code, id, dup)
+	}
+	again := before[len(before)/2]
+	if _, dup, code := post(srv.url, again.identity, again.body); code != 202 || dup != again.id {
+		t.Errorf("delivery %s sent again: %d, duplicate of %q", again.id, code, dup)
+	}
 }
 
 // checkRestoredStore reads the restored store before it is served: every

@@ -97,21 +97,22 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	var backups *backup.Schedule
+	if cfg.Backups != nil {
+		if backups, err = cfg.Backups.Schedule(""); err != nil {
+			return err
+		}
+	}
 	log, err := newLogger(a.stderr, o.logFormat, o.logLevel)
 	if err != nil {
 		return err
 	}
 	a.log = log
-	s, err := a.openStore()
+	s, kr, err := a.serveStore()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	kr, err := a.keyring(s)
-	if err != nil {
-		return err
-	}
-	log.Info("store", "dir", a.dataDir(), "format", store.FormatVersion, "secrets_key", kr.Fingerprint())
 	known, err := s.Factories()
 	if err != nil {
 		return err
@@ -141,13 +142,6 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	var backups *backup.Schedule
-	if cfg.Backups != nil {
-		if backups, err = cfg.Backups.Schedule(""); err != nil {
-			ln.Close()
-			return err
-		}
-	}
 	o.workers.listenSet = cmd.Flags().Changed("nats-listen")
 	cp, err := startControlPlane(cmd.Context(), &o.workers, maxConcurrentRuns(cfg), s, kr, a.dataDir(), log)
 	if err != nil {
@@ -176,6 +170,22 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return ok
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// serveStore opens the store for serve (migrating an older format, which
+// the log shows) and the secrets key it needs, and logs both.
+func (a *app) serveStore() (*store.Store, *secrets.Keyring, error) {
+	s, err := a.openStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	kr, err := a.keyring(s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	a.log.Info("store", "dir", a.dataDir(), "format", store.FormatVersion, "secrets_key", kr.Fingerprint())
+	return s, kr, nil
 }
 
 // tuneGC: the Go heap of a server is small (a few MB: the store's cache

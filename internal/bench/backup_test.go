@@ -111,34 +111,7 @@ func BenchmarkBackupWhileServing(b *testing.B) {
 		url := base + "/webhooks/w/" + benchUID
 		runWrk(b, url, script, time.Second) // warm-up
 
-		// Interleaved: the backup works in every other slice.
-		gated := startBackup(base, filepath.Join(dir, "gated.tar.gz"))
-		var working, waiting []wrkResult
-		for pair := 0; !gated.finished(); pair++ {
-			// Which comes first alternates, so that neither side is always
-			// the one after the other.
-			var on, off wrkResult
-			if pair%2 == 1 {
-				off = checked(b, runWrk(b, url, script, 2*time.Second))
-			}
-			gated.reading.Store(true)
-			on = checked(b, runWrk(b, url, script, 2*time.Second))
-			gated.reading.Store(false)
-			if gated.finished() {
-				break // it ended in this slice: not a whole slice of work
-			}
-			if pair%2 == 0 {
-				off = checked(b, runWrk(b, url, script, 2*time.Second))
-			}
-			working, waiting = append(working, on), append(waiting, off)
-		}
-		gk := gated.wait()
-		if gk.err != nil {
-			b.Fatal(gk.err)
-		}
-		if len(working) == 0 {
-			b.Fatalf("the backup took %v, less than one slice of load: nothing was measured", gk.took)
-		}
+		working, waiting, gk := interleavedBackup(b, base, url, script, filepath.Join(dir, "gated.tar.gz"))
 		ratio := meanRPS(working) / meanRPS(waiting)
 
 		// Continuous: the backup's time and size under the same load.
@@ -177,6 +150,39 @@ func BenchmarkBackupWhileServing(b *testing.B) {
 			bk.took.Round(100*time.Millisecond), float64(bk.bytes)/(1<<20), float64(m.TotalBytes)/(1<<20), meanRPS(during), around, meanRPS(during)/around,
 			rates(working), rates(waiting))
 	}
+}
+
+// interleavedBackup reads a backup in alternating 2 s slices of reading
+// and waiting while wrk drives the ingress, and returns the slices of each
+// (pairs that both ran whole, while the backup lasted).
+func interleavedBackup(b *testing.B, base, url, script, path string) (working, waiting []wrkResult, _ backupRun) {
+	gated := startBackup(base, path)
+	for pair := 0; !gated.finished(); pair++ {
+		// Which comes first alternates, so that neither side is always
+		// the one after the other.
+		var on, off wrkResult
+		if pair%2 == 1 {
+			off = checked(b, runWrk(b, url, script, 2*time.Second))
+		}
+		gated.reading.Store(true)
+		on = checked(b, runWrk(b, url, script, 2*time.Second))
+		gated.reading.Store(false)
+		if gated.finished() {
+			break // it ended in this slice: not a whole slice of work
+		}
+		if pair%2 == 0 {
+			off = checked(b, runWrk(b, url, script, 2*time.Second))
+		}
+		working, waiting = append(working, on), append(waiting, off)
+	}
+	gk := gated.wait()
+	if gk.err != nil {
+		b.Fatal(gk.err)
+	}
+	if len(working) == 0 {
+		b.Fatalf("the backup took %v, less than one slice of load: nothing was measured", gk.took)
+	}
+	return working, waiting, gk
 }
 
 // wrkSlices drives the ingress for d in one-second slices.

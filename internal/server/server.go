@@ -198,43 +198,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/", "sign_in", "with an API key: the admin key is in "+filepath.Join(s.store.Dir(), "admin-api-key"))
 
 	var wg sync.WaitGroup
-	var first sync.WaitGroup
-	for _, r := range s.runners {
-		wg.Add(1)
-		first.Add(1)
-		go func() {
-			defer wg.Done()
-			s.run(runCtx, r, first.Done)
-		}()
-	}
-	go func() {
-		first.Wait()
-		close(s.ready)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.sweep(runCtx)
-	}()
-	if s.cfg.Backups != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.scheduleBackups(runCtx, s.log)
-		}()
-	}
-	if s.cfg.Runs != nil {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			s.sched.Run(runCtx)
-		}()
-		go func() {
-			defer wg.Done()
-			s.eval.Run(runCtx)
-			s.cfg.Runs.Wait()
-		}()
-	}
+	s.startLoops(runCtx, &wg)
 
 	var err error
 	select {
@@ -251,6 +215,50 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// startLoops starts what runs until ctx ends, each counted in wg: a runner
+// per factory (closing Ready once each has synced), the sweeper, the
+// scheduled backups, and with runs the scheduler and the evaluation of
+// accepted deliveries.
+func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
+	var first sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		first.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(ctx, r, first.Done)
+		}()
+	}
+	go func() {
+		first.Wait()
+		close(s.ready)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(ctx)
+	}()
+	if s.cfg.Backups != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.scheduleBackups(ctx, s.log)
+		}()
+	}
+	if s.cfg.Runs != nil {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.sched.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.eval.Run(ctx)
+			s.cfg.Runs.Wait()
+		}()
+	}
 }
 
 // sweepEvery is how often the delivery log's retention is applied.
