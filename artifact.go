@@ -57,6 +57,9 @@ type ArtifactData struct {
 	DocumentUID   string         `json:"document_uid,omitempty"`
 	ReferenceType string         `json:"reference_type,omitempty"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
+	// Status is a pull request's: open, draft, merged, closed or unknown,
+	// as its code host last said.
+	Status string `json:"status,omitempty"`
 }
 
 // HasBytes reports whether the artifact names stored bytes.
@@ -81,6 +84,8 @@ func (a Artifact) MarshalJSON() ([]byte, error) {
 		opt("title", d.Title)
 	case ArtifactPullRequest:
 		data["url"], data["branch"] = d.URL, d.Branch
+		opt("title", d.Title)
+		opt("status", d.Status)
 	case ArtifactPlan:
 		data["document_uid"] = d.DocumentUID
 		opt("artifact_uid", d.UID)

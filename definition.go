@@ -48,6 +48,11 @@ type AutomationSpec struct {
 	// in a factory without agents); Exec overrides the agent's settings.
 	Agent string        `json:"agent,omitempty"`
 	Exec  *ExecSettings `json:"exec,omitempty"`
+	// NoWriteBack and Fresh are writeBack: false and continueWorkItem:
+	// false: its runs do not report back to where they came from; a later
+	// event on the same issue or pull request starts another run.
+	NoWriteBack bool `json:"no_write_back,omitempty"`
+	Fresh       bool `json:"fresh,omitempty"`
 }
 
 // Trigger providers (docs/spec/triggers.md). Webhook triggers fire

@@ -21,6 +21,9 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Final says that asking again cannot help (a conflict that stays):
+	// the HTTP layer tells clients not to retry.
+	Final bool
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -1,5 +1,7 @@
 package factory
 
+import "strconv"
+
 // ProviderEvent is a delivery of a provider's webhook (GitHub, GitLab,
 // Linear, Slack, Jira) normalized into an event of docs/spec/triggers.md:
 // its provider and event name, the repository (or team, project, channel)
@@ -16,6 +18,36 @@ type ProviderEvent struct {
 	Link  string `json:"link,omitempty"`
 	// Fields are the values each filter key reads (labels, authors, ...).
 	Fields map[string][]string `json:"fields,omitempty"`
+	// Subject is the item the event is about, where the provider has
+	// one: what a run reports back to and continues by.
+	Subject *Subject `json:"subject,omitempty"`
+}
+
+// Subject is the item an event is about: an issue, or a pull (merge)
+// request (Merge), by its number (GitLab: its iid); the comment that made
+// the event, if one did (ReviewComment: a comment on a pull request's
+// diff); the commit work on it starts from ("" the default branch).
+type Subject struct {
+	Number        int    `json:"number,omitempty"`
+	Merge         bool   `json:"merge,omitempty"`
+	CommentID     int64  `json:"comment_id,omitempty"`
+	ReviewComment bool   `json:"review_comment,omitempty"`
+	Ref           string `json:"ref,omitempty"`
+}
+
+// WorkItem is the work item key of an event's subject
+// (docs/spec/codehosts.md, Work items): github:owner/repo#12,
+// gitlab:group/project!3 for a merge request, #3 for an issue; "" for an
+// event about no issue or pull request.
+func (e *ProviderEvent) WorkItem() string {
+	if e == nil || e.Subject == nil || e.Subject.Number <= 0 || e.Repository == "" {
+		return ""
+	}
+	sep := "#"
+	if e.Provider == ProviderGitLab && e.Subject.Merge {
+		sep = "!"
+	}
+	return e.Provider + ":" + e.Repository + sep + strconv.Itoa(e.Subject.Number)
 }
 
 // Sources of runs that provider events start (docs/spec/triggers.md).

@@ -56,4 +56,15 @@ const (
 	GeneratedSecretBytes = 32
 	// UIDRandomBytes: docs/spec/definitions.md, UIDs carry at least 96 random bits.
 	UIDRandomBytes = 15
+	// MinScheduleInterval: a schedule fires at most once a minute, as cron
+	// does (five fields cannot say more often); an @every shorter is
+	// refused, in files and through the Agents API.
+	MinScheduleInterval = time.Minute
+	// MaxSchedulesPerFactory bounds the schedule triggers of a factory's
+	// automations, and MaxSchedulesWithoutFactory the Agents API's
+	// schedules, which belong to no factory, on one server. The server's
+	// configuration may set others (schedules.maxPerFactory,
+	// schedules.maxWithoutFactory).
+	MaxSchedulesPerFactory     = 100
+	MaxSchedulesWithoutFactory = 100
 )

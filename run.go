@@ -97,11 +97,16 @@ type Run struct {
 	Config      json.RawMessage `json:"agent_config,omitempty"`
 	Environment string          `json:"environment_id,omitempty"`
 	// Worker is the worker (docs/spec/workers.md) that took the run's
-	// latest turn; empty when the server ran it itself.
+	// latest turn, and holds its workspace: the run's next turn goes to
+	// it. Empty when the server ran it itself.
 	Worker string `json:"worker,omitempty"`
-	// RemoteTurn is the attempt ID of the turn published to the workers'
-	// queue, ClaimedTurn the one a worker (Worker) took: after a restart
-	// the control plane follows the turn again by them.
+	// Current is the run's latest turn while it is in flight; nil between
+	// turns.
+	Current *TurnRecord `json:"current_turn,omitempty"`
+	// RemoteTurn and ClaimedTurn are what runs stored before Current: the
+	// attempt published to the workers' queue, and the one a worker took.
+	// They are read (a run left in flight by an older version is followed
+	// by them), never written.
 	RemoteTurn    string            `json:"remote_turn,omitempty"`
 	ClaimedTurn   string            `json:"claimed_turn,omitempty"`
 	Source        string            `json:"source,omitempty"`
@@ -143,6 +148,38 @@ type Run struct {
 	// before the agent starts: the agent, its harness, its skills and its
 	// runner's setup commands (docs/definitions.md, "What agents do").
 	Setup *RunSetup `json:"setup,omitempty"`
+	// Repositories are the repositories the run works on, cloned into its
+	// workspace on its branch (Branch()); Origin is the issue or pull
+	// request it came from and reports to, and ReportComment the comment
+	// it keeps there up to date.
+	Repositories  []RepoCheckout `json:"repositories,omitempty"`
+	Origin        *Origin        `json:"origin,omitempty"`
+	ReportComment string         `json:"report_comment,omitempty"`
+	// ReactedTo is the last comment the run's write-back reacted to (the
+	// origin's comment, or a later one that continued the run).
+	ReactedTo int64 `json:"reacted_to,omitempty"`
+
+	// steps are the states the run went through since it was read
+	// (MoveTo); the store checks them before it writes the run.
+	steps []RunState
+}
+
+// TurnRecord is a run's turn in flight, as the run's state machine knows
+// it: its attempt (every event of the turn names it; events of another
+// attempt change nothing), the follow-up it carries, and whether it was
+// handed to the workers' queue (Remote) and asked to stop (Stopped: a
+// cancel recorded before the turn ended; a claim of it is refused).
+type TurnRecord struct {
+	Attempt  string `json:"attempt"`
+	FollowUp string `json:"follow_up,omitempty"`
+	Remote   bool   `json:"remote,omitempty"`
+	Stopped  bool   `json:"stopped,omitempty"`
+}
+
+// Live reports whether the turn of attempt is the run's current one and
+// still running: its events may change the run.
+func (r *Run) Live(attempt string) bool {
+	return r.Current != nil && r.Current.Attempt == attempt && (r.State == StateClaimed || r.State == StateInProgress)
 }
 
 // RunSetup is the agent a run executes and how its workspace is prepared.
@@ -176,6 +213,9 @@ type RunSetup struct {
 	// with it.
 	Secrets []string `json:"secrets,omitempty"`
 }
+
+// Branch is the run's own branch in its repositories.
+func (r *Run) Branch() string { return "factory/" + r.ID }
 
 // SkillsDirInWorkspace is where a run's skills are laid out: the folder
 // agents look in (Agent Skills: .agents/skills/<name>/SKILL.md).
@@ -478,11 +518,19 @@ func eventType(e *RunEvent) string {
 // TimelineEventTypes are every event type a timeline can hold: the names
 // of a run's event stream's events.
 var TimelineEventTypes = []string{"oz_run_created", "oz_run_claimed", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
-	"artifact_problem", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
+	"artifact_problem", "checkout_skipped", "write_back_failed", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
 
 // messageEventTypes are the event types of status messages by prefix.
 var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "plan", "[permission] ": "permission_decision",
-	"artifacts: ": "artifact_problem"}
+	"artifacts: ": "artifact_problem", CheckoutSkipped: "checkout_skipped", WriteBackFailed: "write_back_failed"}
+
+// Prefixes of the server's own status messages that the timeline shows as
+// events of their own: a repository not cloned (its host has no
+// credential here), a report to the run's origin that failed.
+const (
+	CheckoutSkipped = "[checkout skipped] "
+	WriteBackFailed = "[write-back failed] "
+)
 
 // eventUUID is an event's UUID, derived from its run and place, so that
 // it is the same at every read: the SHA-256 of both, as a version 5

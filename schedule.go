@@ -35,6 +35,29 @@ type ScheduleState struct {
 	LastError string     `json:"last_error,omitempty"`
 }
 
+// ScheduleLimits bound the schedules of a server: how often one may fire,
+// and how many a factory (PerFactory) and the Agents API (WithoutFactory)
+// may hold. Zero fields take the defaults (limits.go).
+type ScheduleLimits struct {
+	MinInterval    time.Duration
+	PerFactory     int
+	WithoutFactory int
+}
+
+// OrDefaults is l with its zero fields set to the defaults.
+func (l ScheduleLimits) OrDefaults() ScheduleLimits {
+	if l.MinInterval <= 0 {
+		l.MinInterval = MinScheduleInterval
+	}
+	if l.PerFactory <= 0 {
+		l.PerFactory = MaxSchedulesPerFactory
+	}
+	if l.WithoutFactory <= 0 {
+		l.WithoutFactory = MaxSchedulesWithoutFactory
+	}
+	return l
+}
+
 // FileScheduleID is the schedule_id of a schedule trigger of an
 // automation: the automation's UID and the schedule's name (an unnamed one
 // is named by the trigger's position: name schedules to keep their

@@ -6,7 +6,9 @@ type TestResult struct {
 	WouldTrigger bool         `json:"would_trigger"`
 	WebhookCheck WebhookCheck `json:"webhook_check"`
 	PayloadCheck PayloadCheck `json:"payload_check"`
-	// Note explains a verdict the two checks do not (a disabled automation).
+	// Note explains a verdict the two checks do not: a delivery that
+	// reaches no automation (an unlisted repository, a ping), a disabled
+	// automation.
 	Note string `json:"note,omitempty"`
 }
 

@@ -27,9 +27,10 @@ const (
 )
 
 // TestRestoreABackupTakenUnderLoad backs up a server (a real `factory
-// serve` process, its runs on the embedded NATS server's in-process
-// worker) while deliveries and runs are being written, kills it with
-// SIGKILL, restores the backup into a new data directory and serves it.
+// serve` process, its runs on a `factory worker` process through the
+// embedded NATS server) while deliveries and runs are being written, kills
+// both with SIGKILL, restores the backup into a new data directory and
+// serves it.
 // There, the webhook's UID and its secret (with the original key), every
 // API key and the worker's credentials work; every delivery answered
 // before the backup's instant is in the log with its payload, and sending
@@ -47,9 +48,13 @@ func TestRestoreABackupTakenUnderLoad(t *testing.T) {
 	a, b := filepath.Join(work, "a"), filepath.Join(work, "b")
 	runsKey, adminKey := crashSetUp(t, work, a)
 
-	srvA := startServe(t, work, a)
+	// Every run of the first server goes to a worker of its own: the runs
+	// in progress at the instant are held by a worker of the machine that
+	// is lost.
+	srvA := startServe(t, work, a, "--no-local-worker")
 	creds := factoryCmd(t, work, "", "--data", a, "workers", "create", "w1")
 	writeFiles(t, work, map[string]string{"w1.creds": creds})
+	workerA := startWorker(t, work, "worker-a", srvA, adminKey)
 
 	l := &load{url: srvA.url, runsKey: runsKey, stop: make(chan struct{})}
 	l.start()
@@ -57,6 +62,8 @@ func TestRestoreABackupTakenUnderLoad(t *testing.T) {
 	factoryCmd(t, work, "", "--data", a, "backup", "--output", "backup.tar.gz")
 	time.Sleep(300 * time.Millisecond)
 	srvA.kill()
+	workerA.Process.Kill()
+	workerA.Wait()
 	l.finish()
 
 	m := verifyFile(t, filepath.Join(work, "backup.tar.gz"))
@@ -198,17 +205,25 @@ func readRuns(t *testing.T, dir string, ids []string) map[string]*factory.Run {
 // for the server to list it connected.
 func checkWorkerSignsIn(t *testing.T, work string, srv *serveProc, adminKey string) {
 	t.Helper()
-	w := exec.Command("factory", "--data", filepath.Join(work, "worker"), "worker", "--creds", filepath.Join(work, "w1.creds"), "--nats", srv.nats, "--id", "w1")
+	w := startWorker(t, work, "worker-b", srv, adminKey)
+	w.Process.Signal(syscall.SIGTERM)
+	w.Wait()
+}
+
+// startWorker starts `factory worker` w1 (its credentials in w1.creds, its
+// workspaces in work/dir) on a server's NATS server, taking up to 64 runs
+// at once, and waits until the server lists it connected.
+func startWorker(t *testing.T, work, dir string, srv *serveProc, adminKey string) *exec.Cmd {
+	t.Helper()
+	w := exec.Command("factory", "--data", filepath.Join(work, dir), "worker", "--creds", filepath.Join(work, "w1.creds"),
+		"--nats", srv.nats, "--id", "w1", "--max-runs", "64")
 	w.Dir, w.Env = work, cleanEnv()
-	var logs bytes.Buffer
-	w.Stderr = &logs
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	w.Stderr = logs
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		w.Process.Signal(syscall.SIGTERM)
-		w.Wait()
-	}()
+	t.Cleanup(func() { w.Process.Kill(); w.Wait() })
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var list struct {
 			Workers []struct {
@@ -219,12 +234,12 @@ func checkWorkerSignsIn(t *testing.T, work string, srv *serveProc, adminKey stri
 		if getJSON(srv.url+"/v1/admin/workers", adminKey, &list) == nil {
 			for _, x := range list.Workers {
 				if x.Name == "w1" && x.Connected {
-					return
+					return w
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the worker's credentials made before the backup did not sign in:\n%s", logs.String())
+			t.Fatalf("worker w1 did not sign in to %s:\n%s", srv.nats, logs.w)
 		}
 	}
 }
@@ -369,11 +384,12 @@ type serveProc struct {
 }
 
 // startServe starts `factory serve` on a data directory (loopback, any
-// free ports, no ingress rate limit) and waits until it is ready.
-func startServe(t *testing.T, work, data string) *serveProc {
+// free ports, no ingress rate limit, and args) and waits until it is
+// ready.
+func startServe(t *testing.T, work, data string, args ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command("factory", "--data", data, "serve", "--config", "serve.yaml", "--listen", "127.0.0.1:0",
-		"--nats-listen", "127.0.0.1:0", "--ingress-rate-limit", "-1")
+	cmd := exec.Command("factory", append([]string{"--data", data, "serve", "--config", "serve.yaml", "--listen", "127.0.0.1:0",
+		"--nats-listen", "127.0.0.1:0", "--ingress-rate-limit", "-1"}, args...)...)
 	cmd.Dir, cmd.Env = work, cleanEnv()
 	p := &serveProc{cmd: cmd, logs: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: p.logs}

@@ -74,7 +74,8 @@ func (a *app) demoAgentCmd() *cobra.Command {
 				return err
 			}
 			say("wrote SUMMARY.md")
-			pr, err := reportDemoArtifacts(b.String(), string(prompt)+"\n"+followUp, true)
+			cwd, _ := os.Getwd()
+			pr, err := reportDemoArtifacts(cwd, b.String(), string(prompt)+"\n"+followUp, true)
 			if err != nil {
 				return err
 			}
@@ -94,7 +95,7 @@ func (a *app) demoAgentCmd() *cobra.Command {
 // (the demo opens none: its address is under .invalid) and gives its URL;
 // manifest says whether to declare it in artifacts.jsonl (the ACP agent
 // sends it as a resource link instead).
-func reportDemoArtifacts(summary, prompt string, manifest bool) (prURL string, err error) {
+func reportDemoArtifacts(cwd, summary, prompt string, manifest bool) (prURL string, err error) {
 	out := os.Getenv("FACTORY_OUTPUT_DIR")
 	if out == "" {
 		return "", nil
@@ -106,6 +107,12 @@ func reportDemoArtifacts(summary, prompt string, manifest bool) (prURL string, e
 	if strings.Contains(strings.ToLower(prompt), "pull request") {
 		run := os.Getenv("FACTORY_RUN_ID")
 		prURL = "https://demo.invalid/factory/demo/pull/" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(run))%100000), 10)
+		// A real one, where the workspace is a checkout of a repository.
+		if real, err := openDemoPullRequest(cwd, "Demo agent: "+firstLine(prompt)); err != nil {
+			return "", err
+		} else if real != "" {
+			prURL = real
+		}
 		if manifest {
 			pr, _ := json.Marshal(map[string]string{"artifact_type": "PULL_REQUEST", "url": prURL, "branch": "demo/" + run})
 			lines = append(lines, string(pr))

@@ -151,7 +151,7 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	if !say("wrote SUMMARY.md") {
 		return stop, nil
 	}
-	pr, err := reportDemoArtifacts(b.String(), text.String(), false)
+	pr, err := reportDemoArtifacts(cwd, b.String(), text.String(), false)
 	if err != nil {
 		say("could not report the summary as an artifact: %v", err)
 	} else if pr != "" {

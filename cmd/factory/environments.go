@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -43,7 +44,7 @@ type environmentConfig struct {
 
 // runManager builds the run manager of a server from its configuration:
 // the environments it defines, or the built-in demo environment.
-// remote, when set, changes environments to run on workers.
+// hosts, when set, gives it the workers as a host of turns.
 // maxConcurrentRuns is runtime.maxConcurrentRuns, or the run manager's
 // default (4); a configuration that does not read is runManager's to say.
 func maxConcurrentRuns(cfg *server.FileConfig) int {
@@ -54,14 +55,14 @@ func maxConcurrentRuns(cfg *server.FileConfig) int {
 	return rc.MaxConcurrentRuns
 }
 
-func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger, remote func(map[string]runtime.Environment)) (*runtime.Manager, error) {
+func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger, hosts func(*runs.Config)) (*runs.Manager, error) {
 	var rc runtimeConfig
 	if len(cfg.Runtime) > 0 {
 		if err := json.Unmarshal(cfg.Runtime, &rc); err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
 	}
-	envs := map[string]runtime.Environment{}
+	envs := map[string]runs.Environment{}
 	var defs map[string]environmentConfig
 	if len(cfg.Environments) > 0 {
 		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
@@ -75,7 +76,7 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	sort.Strings(names)
 	for _, name := range names {
 		d := defs[name]
-		env := runtime.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
+		env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
 		if d.Executor == "acp" {
 			env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
 		}
@@ -104,7 +105,7 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 		if err != nil {
 			return nil, err
 		}
-		envs[DefaultEnvironment] = runtime.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
+		envs[DefaultEnvironment] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
 	}
 	def := rc.DefaultEnvironment
 	if def == "" {
@@ -118,16 +119,17 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 			return nil, fmt.Errorf("runtime.harnesses.%s: %q names no environment", harness, env)
 		}
 	}
-	if remote != nil {
-		remote(envs)
-	}
 	dir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	return runtime.NewManager(runtime.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
+	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
-		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }}), nil
+		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }}
+	if hosts != nil {
+		hosts(&c)
+	}
+	return runs.NewManager(c), nil
 }
 
 // selfPath is this binary, as an absolute path: runs execute in their

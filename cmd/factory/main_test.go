@@ -40,6 +40,7 @@ func TestScripts(t *testing.T) {
 			"waitserver":   waitServer,
 			"post":         postDelivery,
 			"setenvfile":   setEnvFile,
+			"perm":         perm,
 		},
 	})
 }
@@ -158,6 +159,20 @@ func setEnvFile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	line, _, _ := strings.Cut(ts.ReadFile(args[1]), "\n")
 	ts.Setenv(args[0], strings.TrimSpace(line))
+}
+
+// perm FILE MODE checks a file's permission bits (octal, as ls shows them).
+func perm(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: perm FILE MODE")
+	}
+	want, err := strconv.ParseUint(args[1], 8, 32)
+	ts.Check(err)
+	fi, err := os.Stat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if got := fi.Mode().Perm(); (got == os.FileMode(want)) == neg {
+		ts.Fatalf("%s has mode %04o (want %s%04o)", args[0], got, map[bool]string{true: "not ", false: ""}[neg], want)
+	}
 }
 
 // TestEveryCommandHasAnExample: every command's --help shows how to use it.

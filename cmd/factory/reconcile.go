@@ -80,7 +80,7 @@ warning too); with --detailed-exitcode, 2 when valid and there are changes.`,
 	f.BoolVar(&o.strict, "strict", false, "report each use of this project's extensions to the v1alpha1 format as an error")
 	f.StringVar(&o.pathPrefix, "path-prefix", "", "prefix of the file paths in annotations (default: the source's path within its git repository)")
 	_ = cmd.MarkFlagRequired("source")
-	outputFlag(cmd, &o.output, "text", "json", "github")
+	outputFlag(cmd, &o.output, "text", "json", "github", "markdown")
 	return cmd
 }
 
@@ -236,6 +236,8 @@ func (a *app) report(o *reconcileOpts, p *reconciler.Plan, dryRun bool, impacts 
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
+	case "markdown":
+		reconciler.Markdown(a.stdout, p, impacts)
 	case "github":
 		prefix := o.pathPrefix
 		if !o.prefixSet {
@@ -456,6 +458,9 @@ func printImpact(w io.Writer, impacts []reconciler.Impact) {
 		line := fmt.Sprintf("  automation %s on %s: would have triggered %d of the last %d", im.Automation, im.WebhookUID, im.After, im.Deliveries)
 		if !im.New {
 			line += fmt.Sprintf(", was %d", im.Before)
+		}
+		if im.NotRouted > 0 {
+			line += fmt.Sprintf("; %d not routed (their repository is not in factory.yaml repositories)", im.NotRouted)
 		}
 		if im.Deliveries == 0 {
 			line = fmt.Sprintf("  automation %s on %s: no stored deliveries to replay", im.Automation, im.WebhookUID)

@@ -30,8 +30,9 @@ func (a *app) schedulesCmd() *cobra.Command {
 		Use:   "schedules",
 		Short: "Manage the Agents API's schedules (runs on a cron, not in any file)",
 		Long: `Schedules of the Agents API start a run with their prompt at each instant of their cron
-(five fields or @hourly, @daily, @weekly, @monthly, @every 90s; always UTC), as the official
-SDKs' client.agent.schedules calls do. Schedules written in a factory's automations
+(five fields or @hourly, @daily, @weekly, @monthly, @every 90s; always UTC; at most once a
+minute, and at most 100 schedules on a server unless its configuration says otherwise), as the
+official SDKs' client.agent.schedules calls do. Schedules written in a factory's automations
 (provider: schedule) are shown by factory status instead. These commands talk to the running
 server (--server, or the one holding the data directory).`,
 		Example: `  factory schedules create nightly --cron "0 3 * * *" --prompt "Summarise yesterday's merged PRs"
@@ -122,7 +123,7 @@ func (a *app) schedulesCreateCmd() *cobra.Command {
 			return a.printSchedule(it, output, "Created")
 		},
 	}
-	cmd.Flags().StringVar(&cron, "cron", "", "when it runs: five cron fields or @hourly, @daily, @weekly, @monthly, @every 90s (UTC) (required)")
+	cmd.Flags().StringVar(&cron, "cron", "", "when it runs: five cron fields or @hourly, @daily, @weekly, @monthly, @every 90s (UTC; at most once a minute) (required)")
 	cmd.Flags().StringVar(&prompt, "prompt", "", "what each run is asked (required)")
 	cmd.Flags().BoolVar(&paused, "paused", false, "create it paused")
 	_ = cmd.MarkFlagRequired("cron")

@@ -21,10 +21,12 @@ import (
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
+	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/service"
 	"factory/internal/store"
+	"factory/internal/writeback"
 )
 
 // Defaults of serve (docs/spec/runtime.md): git remotes are polled; directories are
@@ -53,7 +55,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Use:   "serve --source DIR|GIT_URL | --config FILE",
 		Short: "Keep factories reconciled from their sources and serve the HTTP API",
 		Long: `Reconcile factories continuously and serve /healthz, /readyz, /metrics and the API on
-one listener (/metrics needs an admin API key there; --metrics-listen serves it without one
+one listener (/metrics needs a read or admin API key there; --metrics-listen serves it without one
 on an address of its own). SIGINT or SIGTERM shut it down gracefully.
 
 --source serves one factory: a directory, which is watched (a change is applied within
@@ -97,11 +99,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
-	var backups *backup.Schedule
-	if cfg.Backups != nil {
-		if backups, err = cfg.Backups.Schedule(""); err != nil {
-			return err
-		}
+	if err := o.workers.check(); err != nil {
+		return err
+	}
+	backups, err := backupSchedule(cfg)
+	if err != nil {
+		return err
 	}
 	log, err := newLogger(a.stderr, o.logFormat, o.logLevel)
 	if err != nil {
@@ -113,33 +116,15 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer s.Close()
-	known, err := s.Factories()
+	sources, err := factorySources(cfg, s, kr, log)
 	if err != nil {
 		return err
-	}
-	var sources []server.FactorySource
-	for _, fc := range cfg.Factories {
-		fs, err := factorySource(fc, s, kr, known, log)
-		if err != nil {
-			return err
-		}
-		sources = append(sources, fs)
 	}
 	if err := a.ensureAdminKey(s); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, publicURL, err := listen(cfg, s)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	publicURL := strings.TrimRight(cfg.PublicURL, "/")
-	if publicURL == "" {
-		publicURL = "http://" + ln.Addr().String()
-	}
-	b := s.NewBatch()
-	b.PutMeta("public_url", publicURL)
-	if err := b.Commit(); err != nil {
-		ln.Close()
 		return err
 	}
 	o.workers.listenSet = cmd.Flags().Changed("nats-listen")
@@ -149,10 +134,16 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, cp.remote())
+	hosts := codeHosts(cfg, s, kr, log)
+	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, reporter)(c) })
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	cp.claims(runs)
+	if hosts != nil {
+		go reporter.Run(cmd.Context())
 	}
 	var ml net.Listener
 	if o.metricsListen != "" {
@@ -161,9 +152,9 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(),
+	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret,
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
 		Backups: backups, Version: versionString()},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
@@ -186,6 +177,52 @@ func (a *app) serveStore() (*store.Store, *secrets.Keyring, error) {
 	}
 	a.log.Info("store", "dir", a.dataDir(), "format", store.FormatVersion, "secrets_key", kr.Fingerprint())
 	return s, kr, nil
+}
+
+// backupSchedule is the configuration's schedule of backups; nil when it
+// has none.
+func backupSchedule(cfg *server.FileConfig) (*backup.Schedule, error) {
+	if cfg.Backups == nil {
+		return nil, nil
+	}
+	return cfg.Backups.Schedule("")
+}
+
+// factorySources are the sources of the configuration's factories.
+func factorySources(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log *slog.Logger) ([]server.FactorySource, error) {
+	known, err := s.Factories()
+	if err != nil {
+		return nil, err
+	}
+	var sources []server.FactorySource
+	for _, fc := range cfg.Factories {
+		fs, err := factorySource(fc, s, kr, known, log)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, fs)
+	}
+	return sources, nil
+}
+
+// listen opens the server's listener and records its public URL (the
+// configured one, else the listener's).
+func listen(cfg *server.FileConfig, s *store.Store) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	publicURL := strings.TrimRight(cfg.PublicURL, "/")
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	b := s.NewBatch()
+	b.PutMeta("public_url", publicURL)
+	if err := b.Commit(); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, publicURL, nil
 }
 
 // tuneGC: the Go heap of a server is small (a few MB: the store's cache

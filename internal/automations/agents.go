@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"factory"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/store"
 )
 
@@ -33,7 +33,7 @@ func (o *AgentRun) Name() string { return o.setup.Agent }
 // line, then req's prompt; the agent's environment unless req names one;
 // its setup (skills, runner commands, harness settings); and the failure
 // of a harness no environment runs.
-func (o *AgentRun) Apply(req *runtime.CreateRequest) {
+func (o *AgentRun) Apply(req *runs.CreateRequest) {
 	if p := strings.TrimSpace(o.prompt); p != "" {
 		req.Prompt = p + "\n\n---\n\n" + req.Prompt
 	}
@@ -49,7 +49,7 @@ func (o *AgentRun) Apply(req *runtime.CreateRequest) {
 // runner gives the setup commands, and the skills the agent sees are laid
 // out in the workspace. A factory without agents (the flat layout) gives
 // nil.
-func ResolveAgent(s *store.Store, runs *runtime.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
+func ResolveAgent(s *store.Store, runs *runs.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
 	byKind, err := LoadResources(s, f.Name)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func LoadResources(s *store.Store, factoryName string) (Resources, error) {
 }
 
 // resolveAgent is ResolveAgent over resources already read.
-func resolveAgent(byKind Resources, runs *runtime.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
+func resolveAgent(byKind Resources, runs *runs.Manager, f *factory.Factory, name string, over *factory.ExecSettings) (*AgentRun, error) {
 	agent, spec, err := pickAgent(byKind[factory.ResourceAgent], name)
 	if agent == nil || err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (o *AgentRun) add(p string, data []byte) {
 
 // pickEnvironment maps the harness to an environment; an unmapped harness
 // fails the run with a clear code rather than falling back silently.
-func (o *AgentRun) pickEnvironment(runs *runtime.Manager, ex factory.ExecSettings) {
+func (o *AgentRun) pickEnvironment(runs *runs.Manager, ex factory.ExecSettings) {
 	h := o.setup.Harness
 	if h == nil || runs == nil {
 		return

@@ -9,6 +9,7 @@ import (
 
 	"factory"
 
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -130,7 +131,7 @@ func TestHandOffAndScans(t *testing.T) {
 // setUp makes a store with a factory, a webhook, and an automation on it
 // for each key (the one named "off" disabled), and a run manager whose
 // runs run `true`.
-func setUp(t *testing.T, uid string, keys ...string) (*store.Store, *runtime.Manager) {
+func setUp(t *testing.T, uid string, keys ...string) (*store.Store, *runs.Manager) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := store.Open(dir)
@@ -149,7 +150,7 @@ func setUp(t *testing.T, uid string, keys ...string) (*store.Store, *runtime.Man
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	return s, m
 }

@@ -55,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 	// Live at the instant: one in progress on this machine's process and a
 	// worker's turn, one queued with its turn handed to the workers' queue.
 	b.PutRun(&factory.Run{ID: "run_live", State: factory.StateInProgress, CreatedAt: now, UpdatedAt: now,
-		Process: &factory.ProcessRef{PID: os.Getpid(), Start: 1}, RemoteTurn: "att_1", ClaimedTurn: "att_1", Worker: "w1"}, nil)
+		Process: &factory.ProcessRef{PID: os.Getpid(), Start: 1}, Current: &factory.TurnRecord{Attempt: "at_1", Remote: true}, Worker: "w1"}, nil)
 	b.PutRun(&factory.Run{ID: "run_waiting", State: factory.StateQueued, CreatedAt: now, UpdatedAt: now, RemoteTurn: "att_2"}, nil)
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
@@ -138,8 +138,8 @@ func checkRestore(t *testing.T, f *fixture, want store.Counts) {
 			t.Errorf("%s after the restore: %+v %v", id, r, err)
 		}
 	}
-	if r, _ := s.Run("run_live"); r.State != factory.StateInProgress || r.Worker != "w1" {
-		t.Errorf("run_live: %s on %q", r.State, r.Worker)
+	if r, _ := s.Run("run_live"); r.State != factory.StateInProgress || r.Worker != "w1" || r.Current == nil || r.Current.Remote {
+		t.Errorf("run_live: %s on %q, turn %+v", r.State, r.Worker, r.Current)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // on stderr), then, once the agent has started, the protocol over the
 // container's attached stdin and stdout, driven by the environment's ACP
 // executor with the workspace at its path in the container.
-func (b *Backend) runACP(ctx context.Context, t Turn, id string, events func(runtime.Event)) runtime.Result {
+func (b *Backend) runACP(ctx context.Context, t turn, id string, events func(runtime.Event)) runtime.Result {
 	stderr := &runtime.Tail{Max: runtime.MaxStderr}
 	started := make(chan struct{})
 	t.Turn.Started = chainStarted(t.Turn.Started, started)
@@ -39,7 +39,7 @@ func (b *Backend) runACP(ctx context.Context, t Turn, id string, events func(run
 	}
 	stream := &runtime.AgentStream{Stdin: stdin{l}, Stdout: l.stdout, Stderr: stderr, Exited: l.exited, Workspace: Workspace,
 		ExitErr: func() error { return exitError(l) }}
-	res := t.ACP.Drive(ctx, t.Turn, stream, events)
+	res := t.acp.Drive(ctx, t.Turn, stream, events)
 	select {
 	case <-l.exited:
 		<-l.copied
@@ -53,7 +53,7 @@ func (b *Backend) runACP(ctx context.Context, t Turn, id string, events func(run
 
 // awaitAgent waits through the setup until the agent starts: a turn
 // stopped meanwhile, its timeout, or a failed setup end it here.
-func (b *Backend) awaitAgent(ctx context.Context, t Turn, id string, l *launched, started chan struct{}) (runtime.Result, bool) {
+func (b *Backend) awaitAgent(ctx context.Context, t turn, id string, l *launched, started chan struct{}) (runtime.Result, bool) {
 	var timeout <-chan time.Time
 	if t.Timeout > 0 {
 		tm := time.NewTimer(t.Timeout)

@@ -31,7 +31,8 @@ func TestContainerACP(t *testing.T) {
 		var rec recorder
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
-		res := b.Run(ctx, Turn{Turn: turn, Dir: dir, Command: acp.Command, Image: image, Setup: setup, Runner: "linux", ACP: acp},
+		turn.Executor, turn.Setup, turn.Runner = runtime.ExecutorACP, setup, "linux"
+		res := b.Run(ctx, withCommand(turn, image, acp.Command...),
 			func(e runtime.Event) {
 				rec.event(e)
 				if stop && strings.HasPrefix(e.Message, "setup 2/") {

@@ -105,30 +105,26 @@ func (b *Backend) removeAll(ctx context.Context) {
 	}
 }
 
-// Turn is one turn of a run in its container.
-type Turn struct {
-	// Turn is the turn as the direct backend has it, with this machine's
-	// paths: Workspace and OutputDir must be Dir's workspace and output.
+// turn is a run's turn in its container: the runtime's turn (with this
+// machine's paths: Dir is the run's folder, mounted at RunDir), the ACP
+// executor when its agent speaks ACP, and the nonce that heads the
+// script's own lines (the agent cannot forge them).
+type turn struct {
 	runtime.Turn
-	Dir     string // the run's folder on this machine, mounted at RunDir
-	Command []string
-	Image   string
-	Shape   *factory.InstanceShape
-	// Setup are the runner's setup commands, run first inside the
-	// container (a run's first turn only), Runner its name.
-	Setup  []string
-	Runner string
-	// ACP, when set, runs the command as an ACP agent: the protocol on
-	// the container's attached stdin and stdout.
-	ACP *runtime.ACPExecutor
-
-	nonce string // heads the script's own lines: the agent cannot forge them
+	acp   *runtime.ACPExecutor
+	nonce string
 }
 
-// Run runs one turn: in the run's container, created on its first turn
-// and started again for each follow-up, so that what the setup commands
-// installed outside the workspace stays.
-func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) runtime.Result {
+// Run runs one turn, laid out in its folder (runtime.LayOut) already: in
+// the run's container, of the turn's image, created on its first turn and
+// started again for each follow-up, so that what the setup commands
+// installed outside the workspace stays. The setup commands run inside,
+// before the agent.
+func (b *Backend) Run(ctx context.Context, rt runtime.Turn, events func(runtime.Event)) runtime.Result {
+	t := turn{Turn: rt}
+	if rt.Executor == runtime.ExecutorACP {
+		t.acp = &runtime.ACPExecutor{Command: rt.Command, Permissions: rt.Permissions}
+	}
 	if t.Image == "" {
 		return runtime.Result{State: factory.StateFailed, Code: runtime.CodeEnvironmentSetupFailed,
 			Message: fmt.Sprintf("runner %q names no platform.linux.dockerImage: the docker backend runs every run in a container of its runner's image", t.Runner)}
@@ -145,7 +141,7 @@ func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) r
 	if !ok {
 		return res
 	}
-	if t.ACP != nil {
+	if t.acp != nil {
 		return b.runACP(ctx, t, id, events)
 	}
 	return b.runExec(ctx, t, id, events)
@@ -153,7 +149,7 @@ func (b *Backend) Run(ctx context.Context, t Turn, events func(runtime.Event)) r
 
 // container is the run's container, created (its image pulled first when
 // the daemon lacks it) unless an earlier turn did.
-func (b *Backend) container(ctx context.Context, t Turn, events func(runtime.Event)) (string, runtime.Result, bool) {
+func (b *Backend) container(ctx context.Context, t turn, events func(runtime.Event)) (string, runtime.Result, bool) {
 	name := "factory-" + t.RunID
 	if c, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil {
 		return c.Container.ID, runtime.Result{}, true
@@ -178,7 +174,7 @@ func (b *Backend) container(ctx context.Context, t Turn, events func(runtime.Eve
 		User:         fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
 		AttachStdout: true, AttachStderr: true, Labels: map[string]string{LabelRun: t.RunID, LabelWorker: b.Worker},
 		// An ACP agent's protocol comes in on stdin, afresh at each start.
-		OpenStdin: t.ACP != nil, AttachStdin: t.ACP != nil, StdinOnce: t.ACP != nil}
+		OpenStdin: t.acp != nil, AttachStdin: t.acp != nil, StdinOnce: t.acp != nil}
 	c, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		return "", runtime.Result{State: factory.StateError, Message: "creating the run's container: " + err.Error()}, false
@@ -219,9 +215,9 @@ type launched struct {
 // launch attaches to the container (stdin too for an ACP agent), then
 // starts it: stdout comes out of the returned pipe, stderr goes to
 // stderr.
-func (b *Backend) launch(ctx context.Context, t Turn, id string, stderr io.Writer) (*launched, error) {
+func (b *Backend) launch(ctx context.Context, t turn, id string, stderr io.Writer) (*launched, error) {
 	bg := context.WithoutCancel(ctx)
-	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{Stream: true, Stdin: t.ACP != nil, Stdout: true, Stderr: true})
+	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{Stream: true, Stdin: t.acp != nil, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attaching to the run's container: %w", err)
 	}
@@ -251,7 +247,7 @@ func (b *Backend) launch(ctx context.Context, t Turn, id string, stderr io.Write
 
 // runExec runs a command's turn: stdout lines are status messages, the end
 // of stderr is kept, until it exits or the turn is stopped.
-func (b *Backend) runExec(ctx context.Context, t Turn, id string, events func(runtime.Event)) runtime.Result {
+func (b *Backend) runExec(ctx context.Context, t turn, id string, events func(runtime.Event)) runtime.Result {
 	stderr := &runtime.Tail{Max: runtime.MaxStderr}
 	l, err := b.launch(ctx, t, id, stderr)
 	if err != nil {

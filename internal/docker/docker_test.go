@@ -36,17 +36,17 @@ func Daemon(t testing.TB, worker string) *Backend {
 // runDir lays a run's folder out as a worker does.
 func runDir(t *testing.T, prompt string) (string, runtime.Turn) {
 	dir := t.TempDir()
-	ws, out := filepath.Join(dir, "workspace"), filepath.Join(dir, "output")
-	for _, d := range []string{ws, out, filepath.Join(ws, "attachments")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), []byte(prompt), 0o600); err != nil {
+	turn := runtime.Turn{RunID: factory.NewUID("run_"), Prompt: prompt, Timeout: time.Minute, Dir: dir}
+	if err := runtime.LayOut(&turn); err != nil {
 		t.Fatal(err)
 	}
-	id := factory.NewUID("run_")
-	return dir, runtime.Turn{RunID: id, Workspace: ws, OutputDir: out, Prompt: prompt, Timeout: time.Minute}
+	return dir, turn
+}
+
+// withCommand is a turn running command in image.
+func withCommand(t runtime.Turn, image string, command ...string) runtime.Turn {
+	t.Command, t.Image = command, image
+	return t
 }
 
 type recorder struct {
@@ -71,11 +71,12 @@ func TestContainerTurns(t *testing.T) {
 	dir, turn := runDir(t, "the prompt, with 'quotes' and $dollars")
 	turn.Env = []string{"GRANTED=it's granted", "bad name=skipped"}
 	agent := []string{"/bin/sh", "-c", `cat; echo; echo "marker: $(cat /opt/marker)"; echo "followup: $FACTORY_FOLLOWUP"; env > "$FACTORY_OUTPUT_DIR/env.txt"; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null; echo to-stderr >&2`}
-	ct := Turn{Turn: turn, Dir: dir, Command: agent, Image: dockertest.Image, Shape: &factory.InstanceShape{VCPUs: 1, MemoryGB: 1},
-		Setup: []string{"mkdir -p /opt && echo installed > /opt/marker", "echo setup output; true"}, Runner: "linux"}
+	ct := turn
+	ct.Command, ct.Image, ct.Shape = agent, dockertest.Image, &factory.InstanceShape{VCPUs: 1, MemoryGB: 1}
+	ct.Setup, ct.Runner = []string{"mkdir -p /opt && echo installed > /opt/marker", "echo setup output; true"}, "linux"
 	var rec recorder
 	started := 0
-	ct.Turn.Started = func(int) {
+	ct.Started = func(int) {
 		if ct.Setup != nil && !strings.Contains(rec.all(), "setup 2/2") {
 			t.Errorf("the agent started before the setup ended: %q", rec.all())
 		}
@@ -124,7 +125,7 @@ func TestContainerTurns(t *testing.T) {
 
 	// A follow-up: the same container, the setup's work still there,
 	// the setup not run again.
-	ct.Turn.FollowUp, ct.Setup = "and then?", nil
+	ct.FollowUp, ct.Setup = "and then?", nil
 	rec = recorder{}
 	if res := b.Run(context.Background(), ct, rec.event); res.State != factory.StateSucceeded {
 		t.Fatalf("follow-up: %+v", res)
@@ -165,11 +166,12 @@ func TestContainerEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, turn := runDir(t, "p")
+			_, turn := runDir(t, "p")
 			if tc.timeout > 0 {
 				turn.Timeout = tc.timeout
 			}
-			ct := Turn{Turn: turn, Dir: dir, Command: []string{"/bin/sh", "-c", tc.command}, Image: dockertest.Image, Setup: tc.setup, Runner: "linux"}
+			ct := turn
+			ct.Command, ct.Image, ct.Setup, ct.Runner = []string{"/bin/sh", "-c", tc.command}, dockertest.Image, tc.setup, "linux"
 			switch tc.image {
 			case "-":
 				ct.Image = ""
@@ -202,8 +204,8 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("host network: %v", err)
 	}
 	b := Daemon(t, "test-open")
-	dir, turn := runDir(t, "p")
-	if res := b.Run(context.Background(), Turn{Turn: turn, Dir: dir, Command: []string{"true"}, Image: dockertest.Image}, func(runtime.Event) {}); res.State != factory.StateSucceeded {
+	_, turn := runDir(t, "p")
+	if res := b.Run(context.Background(), withCommand(turn, dockertest.Image, "true"), func(runtime.Event) {}); res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
 	b.Close()

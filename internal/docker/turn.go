@@ -13,7 +13,7 @@ import (
 
 // setupFailed reads the status the turn's script left when a setup
 // command failed: which one, and its exit status.
-func setupFailed(t Turn, code int) (runtime.Result, bool) {
+func setupFailed(t turn, code int) (runtime.Result, bool) {
 	if code != setupFailure {
 		return runtime.Result{}, false
 	}
@@ -50,9 +50,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // The script's own lines (each setup command's start, the agent's start)
 // begin with the turn's nonce, on stdout for a command, on stderr for an
 // ACP agent (its stdout is the protocol's).
-func writeTurn(t Turn) error {
+func writeTurn(t turn) error {
 	var env strings.Builder
-	vars := append(append([]string{}, t.Env...),
+	vars := append(append(append([]string{}, t.Env...), runtime.GitEnv(t.Turn)...),
 		"FACTORY_RUN_ID="+t.RunID, "FACTORY_PROMPT_FILE="+Workspace+"/PROMPT.md", "FACTORY_ATTACHMENTS_DIR="+Workspace+"/attachments",
 		"FACTORY_FOLLOWUP="+t.FollowUp, "FACTORY_OUTPUT_DIR="+OutputDir)
 	for _, kv := range vars {
@@ -63,7 +63,7 @@ func writeTurn(t Turn) error {
 	}
 	note := func(sh *strings.Builder, msg string) {
 		redirect := ""
-		if t.ACP != nil {
+		if t.acp != nil {
 			redirect = " >&2"
 		}
 		fmt.Fprintf(sh, "printf '%%s %%s\\n' %s %s%s\n", Quote(t.nonce), Quote(msg), redirect)
@@ -81,7 +81,7 @@ func writeTurn(t Turn) error {
 	for _, a := range t.Command {
 		sh.WriteString(" " + Quote(a))
 	}
-	if t.ACP == nil {
+	if t.acp == nil {
 		fmt.Fprintf(&sh, " <%s/PROMPT.md", Workspace)
 	}
 	sh.WriteString("\n")
@@ -101,7 +101,7 @@ const agentStarting = "agent starting"
 // scriptNotes passes a container's status lines on, but for the script's
 // own (they begin with the turn's nonce): a setup command's start is a
 // status message, the agent's start tells the turn's Started, once.
-func scriptNotes(t Turn, events func(runtime.Event)) func(runtime.Event) {
+func scriptNotes(t turn, events func(runtime.Event)) func(runtime.Event) {
 	told := false
 	return func(e runtime.Event) {
 		msg, ours := strings.CutPrefix(e.Message, t.nonce+" ")

@@ -155,3 +155,20 @@ func Encode(e *factory.ProviderEvent) string {
 }
 
 func lower(s string) string { return strings.ToLower(s) }
+
+// integer is a whole number at a path (a JSON number decoded either way);
+// 0 when there is none.
+func integer(v any, path ...string) int {
+	switch n := get(v, path...).(type) {
+	case float64:
+		return int(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	case int:
+		return n
+	case int64:
+		return int(n)
+	}
+	return 0
+}

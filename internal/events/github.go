@@ -49,7 +49,43 @@ func github(kind string, p map[string]any) ([]*factory.ProviderEvent, string) {
 	if len(out) == 0 {
 		return nil, "GitHub " + kind + " with action " + action + " starts nothing (no trigger takes it)"
 	}
+	subject := githubSubject(kind, p)
+	for _, e := range out {
+		e.Subject = subject
+	}
 	return out, ""
+}
+
+// githubSubject is the issue or pull request an event is about (its
+// number, the comment that made the event), and the commit work on it
+// starts from: a pull request's head, a push's after, a CI run's head;
+// an issue's work starts from the default branch.
+func githubSubject(kind string, p map[string]any) *factory.Subject {
+	s := &factory.Subject{}
+	switch kind {
+	case "issues":
+		s.Number = integer(p, "issue", "number")
+	case "pull_request", "pull_request_review":
+		s.Number, s.Merge, s.Ref = integer(p, "pull_request", "number"), true, str(p, "pull_request", "head", "sha")
+	case "issue_comment":
+		s.Number, s.CommentID = integer(p, "issue", "number"), int64(integer(p, "comment", "id"))
+		s.Merge = get(p, "issue", "pull_request") != nil
+	case "pull_request_review_comment":
+		s.Number, s.Merge, s.Ref = integer(p, "pull_request", "number"), true, str(p, "pull_request", "head", "sha")
+		s.CommentID, s.ReviewComment = int64(integer(p, "comment", "id")), true
+	case "push":
+		s.Ref = str(p, "after")
+	case "check_suite":
+		s.Ref = str(p, "check_suite", "head_sha")
+	case "check_run":
+		s.Ref = str(p, "check_run", "head_sha")
+	case "workflow_run":
+		s.Ref = str(p, "workflow_run", "head_sha")
+	}
+	if *s == (factory.Subject{}) {
+		return nil
+	}
+	return s
 }
 
 func firstOf(ss ...string) string {

@@ -32,7 +32,32 @@ func gitlab(kind string, p map[string]any) ([]*factory.ProviderEvent, string) {
 	}
 	e := event(factory.ProviderGitLab, name, repo, link, f)
 	e.Repository = repo
+	e.Subject = gitlabSubject(kind, p)
 	return []*factory.ProviderEvent{e}, ""
+}
+
+// gitlabSubject is the issue or merge request an event is about (its iid,
+// the note that made the event), and the commit work on it starts from: a
+// merge request's last commit, a push's after.
+func gitlabSubject(kind string, p map[string]any) *factory.Subject {
+	s := &factory.Subject{}
+	switch kind {
+	case "Merge Request Hook":
+		s.Number, s.Merge, s.Ref = integer(p, "object_attributes", "iid"), true, str(p, "object_attributes", "last_commit", "id")
+	case "Note Hook":
+		s.CommentID = int64(integer(p, "object_attributes", "id"))
+		if str(p, "object_attributes", "noteable_type") == "MergeRequest" {
+			s.Number, s.Merge, s.Ref = integer(p, "merge_request", "iid"), true, str(p, "merge_request", "last_commit", "id")
+		} else {
+			s.Number = integer(p, "issue", "iid")
+		}
+	case "Push Hook":
+		s.Ref = firstOf(str(p, "checkout_sha"), str(p, "after"))
+	}
+	if *s == (factory.Subject{}) {
+		return nil
+	}
+	return s
 }
 
 // linear maps a Linear webhook (type, action, and what updatedFrom says

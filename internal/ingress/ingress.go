@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"factory"
+	"factory/internal/budget"
 	"factory/internal/problem"
 	"factory/internal/secrets"
 	"factory/internal/store"
@@ -68,9 +69,9 @@ type Config struct {
 // Handler serves webhook ingress.
 type Handler struct {
 	cfg      Config
-	rate     *limiter
-	failed   *limiter
-	rejected *limiter
+	rate     *budget.Window
+	failed   *budget.Window
+	rejected *budget.Window
 	targets  atomic.Pointer[targets]
 	mu       sync.Mutex // rebuilding targets
 	// stripes serialise requests with the same identity. A request holds
@@ -105,9 +106,9 @@ func New(cfg Config) *Handler {
 		cfg.Now = time.Now
 	}
 	return &Handler{cfg: cfg,
-		rate:     newLimiter(max(cfg.PerMinute, 0), time.Minute),
-		failed:   newLimiter(cfg.FailedAuthPerMinute, time.Minute),
-		rejected: newLimiter(max(cfg.RejectedPerMinute, 0), time.Minute),
+		rate:     budget.New(max(cfg.PerMinute, 0), time.Minute),
+		failed:   budget.New(cfg.FailedAuthPerMinute, time.Minute),
+		rejected: budget.New(max(cfg.RejectedPerMinute, 0), time.Minute),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "factory_deliveries_total",
 			Help: "Webhook deliveries by webhook UID and log label.",
@@ -198,7 +199,7 @@ type request struct {
 // over its budget of refusals is answered 429 instead, and the refusal is
 // counted, not logged.
 func (q *request) reject(label, reason string, err *problem.Error) error {
-	if _, wait, ok := q.h.rejected.reserve(q.budgetKey, q.now); !ok {
+	if _, wait, ok := q.h.rejected.Reserve(q.budgetKey, q.now); !ok {
 		q.h.unlogged.WithLabelValues(q.t.rec.UID, q.t.name, label).Inc()
 		return q.h.tooManyRefusals(q.t, wait)
 	}
@@ -215,10 +216,10 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 // withinBudgets answers 429 to a client over its budget of refusals or of
 // failed authentications for this webhook.
 func (q *request) withinBudgets() error {
-	if wait, full := q.h.rejected.full(q.budgetKey, q.now); full {
+	if wait, full := q.h.rejected.Full(q.budgetKey, q.now); full {
 		return q.h.tooManyRefusals(q.t, wait)
 	}
-	if wait, full := q.h.failed.full(q.budgetKey, q.now); full {
+	if wait, full := q.h.failed.Full(q.budgetKey, q.now); full {
 		return q.h.tooManyFailures(q.t, wait)
 	}
 	return nil
@@ -230,7 +231,7 @@ func (q *request) withinBudgets() error {
 // the budget's failures are answered 401 (and logged); the rest are
 // throttled.
 func (q *request) authFailed(reason string) error {
-	if _, wait, ok := q.h.failed.reserve(q.budgetKey, q.now); !ok {
+	if _, wait, ok := q.h.failed.Reserve(q.budgetKey, q.now); !ok {
 		return q.h.tooManyFailures(q.t, wait)
 	}
 	return q.reject(factory.LabelRejectedAuth, reason, problem.Errorf(problem.AuthenticationRequired, "authentication failed"))
@@ -238,12 +239,12 @@ func (q *request) authFailed(reason string) error {
 
 func (h *Handler) tooManyFailures(t *target, wait time.Duration) error {
 	h.throttled.WithLabelValues(t.rec.UID, t.name, "failed_auth").Inc()
-	return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: retryAfter(wait)}
+	return &problem.Error{Code: problem.Unavailable, Message: "too many failed authentications from this address; retry later", RetryAfter: budget.RetryAfter(wait)}
 }
 
 func (h *Handler) tooManyRefusals(t *target, wait time.Duration) error {
 	h.throttled.WithLabelValues(t.rec.UID, t.name, "rejected").Inc()
-	return &problem.Error{Code: problem.Unavailable, Message: "too many refused requests from this address; retry later", RetryAfter: retryAfter(wait)}
+	return &problem.Error{Code: problem.Unavailable, Message: "too many refused requests from this address; retry later", RetryAfter: budget.RetryAfter(wait)}
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
@@ -297,10 +298,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	q.size = int64(len(body))
 
 	// 5. The delivery rate of this webhook (accepted and duplicates).
-	release, wait, ok := h.rate.reserve(uid, now)
+	release, wait, ok := h.rate.Reserve(uid, now)
 	if !ok {
 		h.throttled.WithLabelValues(uid, t.name, "rate").Inc()
-		return &problem.Error{Code: problem.Unavailable, Message: fmt.Sprintf("more than %d deliveries in the last minute", h.cfg.PerMinute), RetryAfter: retryAfter(wait)}
+		return &problem.Error{Code: problem.Unavailable, Message: fmt.Sprintf("more than %d deliveries in the last minute", h.cfg.PerMinute), RetryAfter: budget.RetryAfter(wait)}
 	}
 
 	// 6. JSON: an object, array or scalar; Content-Type is not enforced.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -180,7 +181,10 @@ func TestSchemeCases(t *testing.T) {
 		{"tampered", "shopify", hdr("X-Shopify-Hmac-Sha256", shopify), "{}", s, now, ErrMismatch},
 
 		{"valid", "linear", hdr("Linear-Signature", hexMAC(s, linearBody(now.UnixMilli()))), linearBody(now.UnixMilli()), s, now, nil},
-		{"no timestamp in body", "linear", hdr("Linear-Signature", hexMAC(s, body)), body, s, now, nil},
+		{"no timestamp in body", "linear", hdr("Linear-Signature", hexMAC(s, body)), body, s, now, ErrStale},
+		{"timestamp not a number", "linear", hdr("Linear-Signature", hexMAC(s, `{"webhookTimestamp":"now"}`)), `{"webhookTimestamp":"now"}`, s, now, ErrMalformed},
+		{"timestamp null", "linear", hdr("Linear-Signature", hexMAC(s, `{"webhookTimestamp":null}`)), `{"webhookTimestamp":null}`, s, now, ErrStale},
+		{"body not an object", "linear", hdr("Linear-Signature", hexMAC(s, `[1]`)), `[1]`, s, now, ErrStale},
 		{"wrong secret", "linear", hdr("Linear-Signature", hexMAC("other", body)), body, s, now, ErrMismatch},
 		{"missing header", "linear", hdr(), body, s, now, ErrUnsigned},
 		{"stale", "linear", hdr("Linear-Signature", hexMAC(s, linearBody(now.Add(-61*time.Second).UnixMilli()))), linearBody(now.Add(-61 * time.Second).UnixMilli()), s, now, ErrStale},
@@ -227,6 +231,32 @@ func FuzzSignatureHeaders(f *testing.F) {
 			if err := s.Verify(h, []byte(body), secret, time.Unix(1614265330, 0)); err == nil {
 				t.Fatalf("%s accepted a random signature", name)
 			}
+		}
+	})
+}
+
+// FuzzLinearTimestamp: the signed body's webhookTimestamp is read as
+// encoding/json reads an int64 field: an integer is its value; anything
+// else, or none, is refused, with a reason.
+func FuzzLinearTimestamp(f *testing.F) {
+	for _, s := range []string{`{"webhookTimestamp":1800000000000}`, `{"webhookTimestamp":null}`, `{"webhookTimestamp":"1"}`,
+		`{"webhookTimestamp":1e3}`, `{"WEBHOOKTIMESTAMP":5}`, `{"webhookTimestamp":1,"webhookTimestamp":2}`, `[1]`, ``, `{}`,
+		`{"webhookTimestamp":-0}`, `{"webhookTimestamp":99999999999999999999}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		ms, err := linearTimestamp([]byte(body))
+		var v struct {
+			T *int64 `json:"webhookTimestamp"`
+		}
+		want := json.Unmarshal([]byte(body), &v) == nil && v.T != nil
+		switch {
+		case want && (err != nil || ms != *v.T):
+			t.Fatalf("%q: %d %v, want %d", body, ms, err, *v.T)
+		case !want && err == nil:
+			t.Fatalf("%q: read %d, where encoding/json reads no integer", body, ms)
+		case err != nil && err.Error() == "":
+			t.Fatalf("%q: a refusal without a reason", body)
 		}
 	})
 }

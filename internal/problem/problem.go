@@ -105,7 +105,7 @@ func Of(err error) *Error {
 	var de *factory.Error
 	if errors.As(err, &de) {
 		if code, ok := fromDomain[de.Code]; ok {
-			return Errorf(code, de.Message)
+			return &Error{Code: code, Message: de.Message, NoRetry: de.Final}
 		}
 	}
 	return nil

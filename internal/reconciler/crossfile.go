@@ -17,7 +17,7 @@ import (
 // files (agent, runner, scorer agents, a suite's agent and tasks, an agent's
 // skills), the execution settings (model or harness, never both), and each
 // trigger against its provider.
-func (d *Desired) crossFile() schema.Diagnostics {
+func (d *Desired) crossFile(lim factory.ScheduleLimits) schema.Diagnostics {
 	c := &crossCheck{d: d, agents: d.namesOf(factory.ResourceAgent), runners: d.namesOf(factory.ResourceRunner)}
 	c.settings()
 	c.foreman()
@@ -27,6 +27,7 @@ func (d *Desired) crossFile() schema.Diagnostics {
 	for _, a := range d.Automations {
 		c.automation(a)
 	}
+	c.schedules(lim)
 	c.runnersValid()
 	c.scorers()
 	c.suites()
@@ -201,6 +202,28 @@ func (c *crossCheck) automation(a *schema.Automation) {
 				c.warnAt(a.Doc, ptr, p.Message)
 			} else {
 				c.errorAt(a.Doc, ptr, p.Message)
+			}
+		}
+	}
+}
+
+// schedules bounds what a factory's schedules may fire: each at most once
+// every minimum interval, and at most the limit of schedule triggers in
+// all, the one that takes the factory over it reported where it is
+// written (automations in the order of their keys).
+func (c *crossCheck) schedules(lim factory.ScheduleLimits) {
+	n := 0
+	for _, a := range c.d.Automations {
+		for i, t := range a.Triggers {
+			if t.Provider != factory.ProviderSchedule || t.Schedule == nil {
+				continue
+			}
+			if err := trigger.CheckInterval(t.Schedule.Cron, lim.MinInterval); err != nil {
+				c.errorAt(a.Doc, fmt.Sprintf("/triggers/%d/schedule/cron", i), err.Error())
+			}
+			if n++; n == lim.PerFactory+1 {
+				c.errorAt(a.Doc, fmt.Sprintf("/triggers/%d/schedule", i),
+					fmt.Sprintf("too many schedules: a factory has at most %d (this is schedule %d)", lim.PerFactory, n))
 			}
 		}
 	}

@@ -43,6 +43,11 @@ func extensions(d *Desired) schema.Diagnostics {
 		if len(a.Config) > 0 {
 			ext(a.Doc, "/config", "config (v1alpha1 sets execution with model, harness, runner and environmentId)")
 		}
+		for _, k := range []string{"writeBack", "continueWorkItem"} {
+			if a.Doc.Has("/" + k) {
+				ext(a.Doc, "/"+k, k+" (the product always writes back and continues a work item)")
+			}
+		}
 	}
 	for _, w := range d.Webhooks {
 		if w.SecretName == "" {

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"factory"
-	"factory/internal/events"
 	"factory/internal/filter"
 	"factory/internal/trigger"
 )
@@ -27,14 +26,11 @@ type Impact struct {
 	Deliveries int    `json:"deliveries"`
 	Before     int    `json:"before"`
 	After      int    `json:"after"`
-	New        bool   `json:"new,omitempty"` // the automation is created: Before is 0
-}
-
-// replayed is a recent delivery decoded, with the events a provider's
-// delivery normalizes into.
-type replayed struct {
-	payload any
-	events  []*factory.ProviderEvent
+	// NotRouted counts the deliveries whose events factory.yaml's
+	// repositories (after the change) does not list the repository of:
+	// they trigger no automation.
+	NotRouted int  `json:"not_routed,omitempty"`
+	New       bool `json:"new,omitempty"` // the automation is created: Before is 0
 }
 
 // MeasureImpact replays the recent deliveries of the webhooks each
@@ -53,8 +49,8 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 			changed[ch.Name] = true
 		}
 	}
-	cache := map[string][]replayed{}
-	recent := func(uid string) ([]replayed, error) {
+	cache := map[string][]*trigger.Delivery{}
+	recent := func(uid string) ([]*trigger.Delivery, error) {
 		if p, ok := cache[uid]; ok {
 			return p, nil
 		}
@@ -66,25 +62,25 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 		if w := webhookByUID(c.State, uid); w != nil {
 			provider = factory.EventSourceOf(&w.Spec)
 		}
-		var out []replayed
+		var out []*trigger.Delivery
 		for _, d := range raw {
 			if v, err := filter.DecodePayload(d.Body); err == nil {
-				r := replayed{payload: v}
-				if provider != "" {
-					r.events, _ = events.Normalize(provider, d.EventType, v)
-				}
-				out = append(out, r)
+				out = append(out, trigger.Read(uid, provider, d.EventType, v))
 			}
 		}
 		cache[uid] = out
 		return out, nil
+	}
+	settings := replaySettings{after: &c.Desired.Settings, before: &factory.Settings{}}
+	if c.State.Factory != nil {
+		settings.before = &c.State.Factory.Settings
 	}
 	var impacts []Impact
 	for _, a := range c.Desired.Automations {
 		if !changed[a.Key] {
 			continue
 		}
-		ims, err := impactOf(c.State, a.Key, a.Triggers, recent)
+		ims, err := impactOf(c.State, settings, a.Key, a.Triggers, recent)
 		if err != nil {
 			return nil, err
 		}
@@ -93,9 +89,17 @@ func MeasureImpact(c *Checked, src Payloads) ([]Impact, error) {
 	return impacts, nil
 }
 
+// replaySettings are factory.yaml's settings before the change (as
+// applied) and after it (as the revision says): the repositories rule
+// of each applies to its side.
+type replaySettings struct {
+	before, after *factory.Settings
+}
+
 // impactOf replays one automation's webhooks' deliveries against its
-// triggers before and after.
-func impactOf(st *factory.State, key string, triggers []factory.Trigger, recent func(string) ([]replayed, error)) ([]Impact, error) {
+// triggers before and after, each delivery decided as evaluation decides
+// it (trigger.Decide).
+func impactOf(st *factory.State, settings replaySettings, key string, triggers []factory.Trigger, recent func(string) ([]*trigger.Delivery, error)) ([]Impact, error) {
 	after, err := trigger.Compile(triggers)
 	if err != nil {
 		return nil, err
@@ -111,17 +115,20 @@ func impactOf(st *factory.State, key string, triggers []factory.Trigger, recent 
 	}
 	var impacts []Impact
 	for _, uid := range listenedTo(st, append(slices.Clone(oldTriggers), triggers...), before, after) {
-		rs, err := recent(uid)
+		ds, err := recent(uid)
 		if err != nil {
 			return nil, err
 		}
-		im := Impact{Automation: key, WebhookUID: uid, Deliveries: len(rs), New: old == nil}
-		for _, r := range rs {
-			if fires(before, uid, r) {
+		im := Impact{Automation: key, WebhookUID: uid, Deliveries: len(ds), New: old == nil}
+		for _, d := range ds {
+			if trigger.Decide(settings.before, d, before).Fires() {
 				im.Before++
 			}
-			if fires(after, uid, r) {
+			switch trigger.Decide(settings.after, d, after).Stage {
+			case trigger.Fired:
 				im.After++
+			case trigger.Unrouted:
+				im.NotRouted++
 			}
 		}
 		impacts = append(impacts, im)
@@ -145,20 +152,6 @@ func listenedTo(st *factory.State, triggers []factory.Trigger, sets ...*trigger.
 	}
 	slices.Sort(uids)
 	return slices.Compact(uids)
-}
-
-// fires reports whether a replayed delivery fires a set: as a webhook
-// delivery, or as any of its provider events.
-func fires(s *trigger.Set, uid string, r replayed) bool {
-	if s.Match(trigger.Event{Source: trigger.Webhook(uid), Payload: r.payload}) {
-		return true
-	}
-	for _, ev := range r.events {
-		if s.Match(trigger.Event{Source: trigger.ProviderDelivery(ev.Provider, uid), Payload: r.payload, Provider: ev}) {
-			return true
-		}
-	}
-	return false
 }
 
 func webhookByUID(st *factory.State, uid string) *factory.Webhook {

@@ -68,8 +68,20 @@ func Load(snap *Snapshot) (*Desired, schema.Diagnostics) { return (*Loader)(nil)
 // commit that changes one file of a thousand parses one. The zero value is
 // ready; a nil *Loader keeps no memory.
 type Loader struct {
+	// Schedules bound the revision's schedules (a server's configuration);
+	// zero fields take the defaults.
+	Schedules factory.ScheduleLimits
+
 	mu    sync.Mutex
 	cache map[string]parsed
+}
+
+// limits are the loader's schedule limits; a nil loader's are the defaults.
+func (l *Loader) limits() factory.ScheduleLimits {
+	if l == nil {
+		return factory.ScheduleLimits{}.OrDefaults()
+	}
+	return l.Schedules.OrDefaults()
 }
 
 type parsed struct {
@@ -86,6 +98,10 @@ func cacheKey(file string, data []byte) string { return file + "\x00" + string(d
 // and counts), parse each (in parallel, or from memory), assemble the
 // revision, then check what spans files (references, foremen, suites).
 func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
+	return l.load(snap, l.limits())
+}
+
+func (l *Loader) load(snap *Snapshot, lim factory.ScheduleLimits) (*Desired, schema.Diagnostics) {
 	ds := append(schema.Diagnostics{}, snap.Diagnostics...)
 	d := &Desired{Revision: snap.Revision, Broken: map[string]bool{}, BrokenNames: map[string]bool{},
 		Resources: map[string][]*schema.Resource{}, Tasks: map[string][]*schema.Resource{}, SkillFiles: map[string]map[string][]byte{}}
@@ -97,7 +113,7 @@ func (l *Loader) Load(snap *Snapshot) (*Desired, schema.Diagnostics) {
 	ds = append(ds, fds...)
 	results := l.parse(jobs)
 	ds = append(ds, d.assemble(jobs, results)...)
-	ds = append(ds, d.crossFile()...)
+	ds = append(ds, d.crossFile(lim)...)
 	ds.Sort()
 	return d, ds
 }

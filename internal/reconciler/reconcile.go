@@ -36,10 +36,15 @@ func (c *Checked) Strict() int {
 // when st is nil). It writes nothing. An error means the source could not
 // be read or the state could not be; problems in files are in the plan.
 func Check(ctx context.Context, src Source, name string, st StateReader) (*Checked, error) {
-	return check(ctx, nil, src, name, st)
+	return check(ctx, nil, factory.ScheduleLimits{}.OrDefaults(), src, name, st)
 }
 
-func check(ctx context.Context, l *Loader, src Source, name string, st StateReader) (*Checked, error) {
+// CheckWithin is Check with a server's schedule limits.
+func CheckWithin(ctx context.Context, lim factory.ScheduleLimits, src Source, name string, st StateReader) (*Checked, error) {
+	return check(ctx, nil, lim.OrDefaults(), src, name, st)
+}
+
+func check(ctx context.Context, l *Loader, lim factory.ScheduleLimits, src Source, name string, st StateReader) (*Checked, error) {
 	snap, err := src.Fetch(ctx)
 	if err != nil {
 		return nil, err
@@ -50,7 +55,7 @@ func check(ctx context.Context, l *Loader, src Source, name string, st StateRead
 			return nil, fmt.Errorf("read state of factory %s: %w", name, err)
 		}
 	}
-	desired, ds := l.Load(snap)
+	desired, ds := l.load(snap, lim)
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
 	p.Diagnostics.Sort()
@@ -89,7 +94,7 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 	if a.unchanged(name, snap.Revision) {
 		return nil, Unchanged, nil
 	}
-	c, err := check(ctx, a.Loader, fixed{snap, src}, name, a.Store)
+	c, err := check(ctx, a.Loader, a.Loader.limits(), fixed{snap, src}, name, a.Store)
 	if err != nil {
 		return nil, Failed, err
 	}

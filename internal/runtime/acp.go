@@ -50,7 +50,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 		return Result{State: factory.StateError, Message: "the environment has no command"}
 	}
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
-	cmd.Dir = t.Workspace
+	cmd.Dir = t.Workspace()
 	cmd.Env = agentEnv(t, "FACTORY_RUN_ID="+t.RunID)
 	toAgent, err := cmd.StdinPipe()
 	if err != nil {
@@ -86,7 +86,7 @@ type AgentStream struct {
 // agent stops what is left of it after.
 func (e *ACPExecutor) Drive(ctx context.Context, t Turn, agent *AgentStream, events func(Event)) Result {
 	s := &acpTurn{ctx: ctx, t: t, agent: agent, grace: e.Grace, initTimeout: e.InitTimeout,
-		cl: &acpClient{workspace: t.Workspace, agentWorkspace: agent.Workspace, events: events, activity: make(chan struct{}, 1),
+		cl: &acpClient{workspace: t.Workspace(), agentWorkspace: agent.Workspace, events: events, activity: make(chan struct{}, 1),
 			allow: e.Permissions != "deny"}}
 	if s.grace == 0 {
 		s.grace = 10 * time.Second
@@ -182,7 +182,7 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 			return err
 		}},
 		{"could not open a session", func(c context.Context) error {
-			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: cmp.Or(s.agent.Workspace, s.t.Workspace), McpServers: mcpServers(s.t.MCPServers)})
+			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: cmp.Or(s.agent.Workspace, s.t.Workspace()), McpServers: mcpServers(s.t.MCPServers)})
 			s.session = r.SessionId
 			return err
 		}},

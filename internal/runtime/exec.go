@@ -47,12 +47,12 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		grace = 10 * time.Second
 	}
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
-	cmd.Dir = t.Workspace
+	cmd.Dir = t.Workspace()
 	cmd.Stdin = strings.NewReader(t.Prompt)
 	cmd.Env = agentEnv(t,
 		"FACTORY_RUN_ID="+t.RunID,
-		"FACTORY_PROMPT_FILE="+t.PromptFile,
-		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir,
+		"FACTORY_PROMPT_FILE="+t.PromptFile(),
+		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir(),
 		"FACTORY_FOLLOWUP="+t.FollowUp)
 	proc, err := startAgent(cmd, t.RunAs, t.Started)
 	if err != nil {

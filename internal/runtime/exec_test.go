@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,45 +13,12 @@ import (
 	"factory"
 
 	"factory/internal/runtime"
+	"factory/internal/testproc"
 )
 
-// alive reports whether a process exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
+func alive(pid int) bool { return testproc.Alive(pid) }
 
-func pids(t *testing.T, dir string) []int {
-	t.Helper()
-	var out []int
-	for _, name := range []string{"pid", "child"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		out = append(out, n)
-	}
-	return out
-}
-
-// noneLeft fails when a process the script recorded is still alive.
-func noneLeft(t *testing.T, dir string) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for _, pid := range pids(t, dir) {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d outlived the turn", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
+func noneLeft(t *testing.T, dir string) { testproc.NoneLeft(t, dir) }
 
 type run struct {
 	mu     sync.Mutex
@@ -74,8 +40,11 @@ func (r *run) list() []string {
 func turn(t *testing.T, script string, mod func(*runtime.Turn)) (runtime.Result, *run, string) {
 	t.Helper()
 	dir := t.TempDir()
-	tn := runtime.Turn{RunID: "run_1", Workspace: dir, Prompt: "Fix the build.\n", PromptFile: filepath.Join(dir, "PROMPT.md"),
-		AttachmentsDir: filepath.Join(dir, "attachments")}
+	tn := runtime.Turn{RunID: "run_1", Prompt: "Fix the build.\n", Dir: dir}
+	if err := os.MkdirAll(tn.Workspace(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir = tn.Workspace()
 	if mod != nil {
 		mod(&tn)
 	}
@@ -181,7 +150,7 @@ func TestExecFloodIsBounded(t *testing.T) {
 
 func TestExecCannotStart(t *testing.T) {
 	e := &runtime.ExecExecutor{Command: []string{"/nonexistent/agent"}}
-	res := e.Run(context.Background(), runtime.Turn{Workspace: t.TempDir()}, func(runtime.Event) {})
+	res := e.Run(context.Background(), runtime.Turn{Dir: t.TempDir()}, func(runtime.Event) {})
 	if res.State != factory.StateError || !strings.Contains(res.Message, "could not start") {
 		t.Fatalf("%+v", res)
 	}

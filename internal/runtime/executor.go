@@ -6,63 +6,108 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"factory"
 )
 
-// Turn is one turn of a run: the first prompt, or a follow-up that
-// continues a finished run.
+// Turn is one turn of a run: everything a host needs to run it (the
+// prompt and files to lay out, the agent's command and environment, the
+// runner's setup, image and shape, where it must run), built once from the
+// store by the run manager. It is serialisable and travels to a worker as
+// it is; what is only this machine's (where the run's folder is, the user
+// the agent runs as, the hook told when it starts) is not sent.
 type Turn struct {
-	RunID          string
-	Workspace      string // the run's directory; the agent's working directory
-	Prompt         string
-	PromptFile     string // PROMPT.md in the workspace
-	AttachmentsDir string
-	// OutputDir is where the agent leaves what it produced
-	// ($FACTORY_OUTPUT_DIR): collected as the run's artifacts after each
-	// turn.
-	OutputDir string
-	FollowUp  string // the follow-up message of a continued run, else ""
-	Env       []string
+	RunID string `json:"run_id"`
+	// Attempt names this turn: every event of it names it, and the
+	// run's state machine takes events of its current attempt only.
+	Attempt string `json:"attempt"`
+	// Number counts the run's turns from 1; a follow-up that continues
+	// a finished run starts the next.
+	Number   int    `json:"number"`
+	Prompt   string `json:"prompt"`
+	FollowUp string `json:"follow_up,omitempty"` // the message of a continued run's turn
+	// Attachments are the run's files by name, laid out beside
+	// PROMPT.md and in attachments/ where the workspace lacks them; Files
+	// are the agent's skills' files by path in the workspace.
+	Attachments map[string][]byte `json:"attachments,omitempty"`
+	Files       map[string][]byte `json:"files,omitempty"`
+	// Executor is how Command runs: ExecutorExec (a command, the prompt
+	// on its stdin) or ExecutorACP (an agent over the Agent Client
+	// Protocol, answering permission requests by Permissions, offered
+	// the MCP servers).
+	Executor    string                     `json:"executor"`
+	Command     []string                   `json:"command"`
+	Permissions string                     `json:"permissions,omitempty"`
+	MCPServers  map[string]json.RawMessage `json:"mcp_servers,omitempty"`
+	Env         []string                   `json:"env,omitempty"` // KEY=VALUE added to the agent's environment
 	// IdleTimeout ends the turn FAILED after this long without output;
 	// Timeout after this long in all. Zero means no limit.
-	IdleTimeout time.Duration
-	Timeout     time.Duration
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	Timeout     time.Duration `json:"timeout,omitempty"`
+	// Setup are the runner's setup commands (Runner names it), run in
+	// the workspace before the agent on the run's first turn only; Image
+	// and Shape are its container's (a worker's docker backend).
+	Setup  []string               `json:"setup,omitempty"`
+	Runner string                 `json:"runner,omitempty"`
+	Image  string                 `json:"image,omitempty"`
+	Shape  *factory.InstanceShape `json:"shape,omitempty"`
+	// Worker is the worker the turn must run on: the one that holds a
+	// continued run's workspace, or the one the run names; "" any.
+	Worker string `json:"worker,omitempty"`
+	// Checkout are the run's repositories, cloned into the workspace
+	// before the setup commands (those not there yet); their tokens are in
+	// Env.
+	Checkout []Checkout `json:"checkout,omitempty"`
+
+	// Dir is the run's folder on the machine that runs the turn (its
+	// workspace, output and logs are in it); set by the host.
+	Dir string `json:"-"`
+	// RunAs, when set, is the user the agent process runs as (the
+	// control plane's own host only).
+	RunAs *syscall.Credential `json:"-"`
 	// Started, when set, is told the agent's process group as soon as it
-	// has started (the manager records it durably).
-	Started func(pid int)
-	// RunAs, when set, is the user the agent process runs as.
-	RunAs *syscall.Credential
-	// MCPServers are offered to an ACP agent's session, by name.
-	MCPServers map[string]json.RawMessage
-	// WorkerHost, when the run names one, is the worker it must run on
-	// (an executor that runs turns on workers routes by it).
-	WorkerHost string
-	// Setup, for an executor whose turns run elsewhere (a Resumer), is
-	// the run's setup: its skills' files and, when SetupNow (the run's
-	// first turn), its runner's setup commands run there, where the
-	// workspace is; its image and shape size a container there.
-	Setup    *factory.RunSetup
-	SetupNow bool
-	// Attempt names the turn when it runs elsewhere (a Resumer's): the
-	// run records it before the turn is handed over.
-	Attempt string
+	// has started (0 when it is not this machine's: a container's).
+	Started func(pid int) `json:"-"`
 }
 
-// Event is something the agent reported during a turn: a status message;
-// or, from an executor whose turns run on workers, a step of the turn
-// (Phase): a worker claimed it, its agent started.
+// Executors a turn names.
+const (
+	ExecutorExec = "exec"
+	ExecutorACP  = "acp"
+)
+
+// Workspace is the agent's working directory: Dir's workspace.
+func (t *Turn) Workspace() string { return filepath.Join(t.Dir, "workspace") }
+
+// OutputDir is where the agent leaves what it produced
+// ($FACTORY_OUTPUT_DIR), collected as the run's artifacts after each turn:
+// beside the workspace, so that a repository checked out there does not
+// see it.
+func (t *Turn) OutputDir() string { return filepath.Join(t.Dir, "output") }
+
+// PromptFile is PROMPT.md in the workspace.
+func (t *Turn) PromptFile() string { return filepath.Join(t.Workspace(), "PROMPT.md") }
+
+// AttachmentsDir is the workspace's attachments/.
+func (t *Turn) AttachmentsDir() string { return filepath.Join(t.Workspace(), "attachments") }
+
+// Event is something a turn reported: a status message of its agent, or a
+// step of the turn (Phase): a worker claimed it (Worker), its agent started
+// (PID, when it is this machine's process).
 type Event struct {
 	Time    time.Time
 	Message string
 	Phase   string
-	Worker  string // the worker, for PhaseClaimed
+	Worker  string
+	PID     int
 }
 
-// Phases of a turn that runs on a worker: the run is CLAIMED once one took
-// it, INPROGRESS once its agent runs.
+// Phases of a turn: CLAIMED once a worker took it, INPROGRESS once its
+// agent runs.
 const (
 	PhaseClaimed = "claimed"
 	PhaseStarted = "started"
@@ -90,21 +135,46 @@ const (
 	CodeInfrastructureTimeout = "infrastructure_timeout"
 )
 
-// Resumer is an executor whose turns can outlive the server (they run on
-// workers): after a restart, Resume follows a turn that was in progress,
-// and returns how it ended; ok false means it cannot (the run then ends
-// ERROR, retryable, as any run the server's end interrupted).
-//
-// Such an executor returns a Result with an empty State when the server
-// stops (ctx's cause ErrShutdown) while the turn goes on elsewhere: the run
-// is then left in progress, for Resume.
-type Resumer interface {
-	Resume(ctx context.Context, r *factory.Run, t Turn, events func(Event)) (res Result, ok bool)
-}
-
 // Executor runs turns. Run blocks until the turn ends; cancelling ctx
 // cancels the turn (the result is then CANCELLED). events is called from
 // one goroutine at a time, in order.
 type Executor interface {
 	Run(ctx context.Context, t Turn, events func(Event)) Result
+}
+
+// Why a turn is stopped, as its context's cause.
+var (
+	// ErrShutdown: the server (or the worker) stops. A turn of this
+	// machine ends ERROR, retryable; one that goes on on a worker is
+	// followed again after the restart.
+	ErrShutdown = errors.New("the server stopped while the run was in progress")
+	// ErrInterrupted: an interrupt. The turn ends BLOCKED, not CANCELLED,
+	// and a follow-up continues the run.
+	ErrInterrupted = errors.New("interrupted")
+)
+
+// errShutdown and errInterrupted are the causes under their old names.
+var errShutdown, errInterrupted = ErrShutdown, ErrInterrupted
+
+// Describe says what an environment's executor runs, as a turn names it:
+// its kind (ExecutorExec or ExecutorACP), its command, and an ACP agent's
+// permissions policy. ok is false for an executor of another kind (a
+// test's).
+func Describe(ex Executor) (kind string, command []string, permissions string, ok bool) {
+	switch e := ex.(type) {
+	case *ExecExecutor:
+		return ExecutorExec, e.Command, "", true
+	case *ACPExecutor:
+		return ExecutorACP, e.Command, e.Permissions, true
+	}
+	return "", nil, "", false
+}
+
+// ExecutorFor is the executor a turn names, with its command: what a worker
+// runs it with.
+func ExecutorFor(t *Turn) Executor {
+	if t.Executor == ExecutorACP {
+		return &ACPExecutor{Command: t.Command, Permissions: t.Permissions}
+	}
+	return &ExecExecutor{Command: t.Command}
 }

@@ -30,11 +30,12 @@ func agentEnv(t Turn, run ...string) []string {
 	}
 	if t.RunAs != nil {
 		// The server's HOME is not the agent user's to write.
-		env = append(env, "HOME="+t.Workspace)
+		env = append(env, "HOME="+t.Workspace())
 	}
 	env = append(env, t.Env...)
-	if t.OutputDir != "" {
-		env = append(env, "FACTORY_OUTPUT_DIR="+t.OutputDir)
+	env = append(env, gitEnv(t)...)
+	if t.Dir != "" {
+		env = append(env, "FACTORY_OUTPUT_DIR="+t.OutputDir())
 	}
 	return append(env, run...)
 }

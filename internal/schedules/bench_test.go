@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
 
 // BenchmarkThousandSchedules fires 1,000 schedules of the Agents API that
-// share an instant (@every 2s), with the real loop, store and run manager
+// share an instant (@every 2s: the minimum interval is lowered to a second
+// for it), with the real loop, store and run manager
 // (not started: the runs stay QUEUED, this measures the firing). Each op is
 // one instant; late-p50-ms and late-max-ms are how long after the instant
 // its runs were durable (a batch's runs are durable together, so the
@@ -38,13 +40,13 @@ func BenchmarkThousandSchedules(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: log,
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: log,
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	var mu sync.Mutex
 	var lates []time.Duration
 	fired := 0
 	done := make(chan struct{})
-	sch := &Scheduler{Store: s, Runs: m, Log: log, Fired: func(n int, late time.Duration) {
+	sch := &Scheduler{Store: s, Runs: m, Log: log, MinInterval: time.Second, Fired: func(n int, late time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		fired += n

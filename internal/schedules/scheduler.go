@@ -19,7 +19,7 @@ import (
 
 	"factory"
 	"factory/internal/automations"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/store"
 	"factory/internal/trigger"
 )
@@ -27,13 +27,17 @@ import (
 // Scheduler fires the schedules of a store.
 type Scheduler struct {
 	Store *store.Store
-	Runs  *runtime.Manager
+	Runs  *runs.Manager
 	Log   *slog.Logger
 	// Now is the clock (tests move it); nil is time.Now.
 	Now func() time.Time
 	// Fired, when set, is told each batch's schedules and how late the
 	// batch started after its instant (metrics, benchmarks).
 	Fired func(n int, late time.Duration)
+	// MinInterval is the least interval between a schedule's instants
+	// (0: factory.MinScheduleInterval). New schedules are refused below
+	// it; one recorded before fires at its multiples instead.
+	MinInterval time.Duration
 
 	mu      sync.Mutex
 	gen     uint64
@@ -51,6 +55,13 @@ type entry struct {
 	automation *factory.Automation
 	factory    *factory.Factory
 	item       *factory.ScheduledAgent
+}
+
+func (s *Scheduler) minInterval() time.Duration {
+	if s.MinInterval > 0 {
+		return s.MinInterval
+	}
+	return factory.MinScheduleInterval
 }
 
 func (s *Scheduler) now() time.Time {
@@ -126,7 +137,7 @@ func (s *Scheduler) reload() error {
 	if unchanged {
 		return nil
 	}
-	loaded, err := load(s.Store)
+	loaded, err := load(s.Store, s.minInterval())
 	if err != nil {
 		return err
 	}
@@ -159,7 +170,7 @@ func (s *Scheduler) reload() error {
 
 // load reads every schedule that fires: the schedule triggers of enabled
 // automations, and the enabled schedules of the Agents API.
-func load(st *store.Store) ([]*entry, error) {
+func load(st *store.Store, min time.Duration) ([]*entry, error) {
 	fs, err := st.Factories()
 	if err != nil {
 		return nil, err
@@ -183,7 +194,7 @@ func load(st *store.Store) ([]*entry, error) {
 					continue // validation refuses it; a record from before cannot fire
 				}
 				out = append(out, &entry{id: factory.FileScheduleID(a.UID, t.Schedule.Name, i), name: factory.ScheduleName(t.Schedule.Name, i),
-					cron: t.Schedule.Cron, sched: sched, automation: a, factory: f})
+					cron: t.Schedule.Cron, sched: sched.AtLeast(min), automation: a, factory: f})
 			}
 		}
 	}
@@ -196,7 +207,7 @@ func load(st *store.Store) ([]*entry, error) {
 		if err != nil || !it.Enabled {
 			continue
 		}
-		out = append(out, &entry{id: it.ID, name: it.Name, cron: it.CronSchedule, sched: sched, item: it})
+		out = append(out, &entry{id: it.ID, name: it.Name, cron: it.CronSchedule, sched: sched.AtLeast(min), item: it})
 	}
 	return out, nil
 }
@@ -218,7 +229,7 @@ func (s *Scheduler) fireDue() {
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
 	earliest := due[0].next
-	var reqs []runtime.CreateRequest
+	var reqs []runs.CreateRequest
 	states := make([]*factory.ScheduleState, 0, len(due))
 	for _, e := range due {
 		st := &factory.ScheduleState{ID: e.id}
@@ -259,11 +270,11 @@ This run was started by schedule %q (%s, UTC) for %s.
 `
 
 // request is the run a schedule starts for an instant.
-func (s *Scheduler) request(e *entry, instant time.Time) (runtime.CreateRequest, error) {
+func (s *Scheduler) request(e *entry, instant time.Time) (runs.CreateRequest, error) {
 	at := instant.UTC()
-	req := runtime.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
+	req := runs.CreateRequest{ID: factory.ScheduledRunID(e.id, at), Source: factory.SourceScheduled, ErrorOnUnknownEnvironment: true,
 		Schedule: &factory.RunSchedule{ScheduleID: e.id, ScheduleName: e.name, CronSchedule: e.cron}, ScheduledAt: &at}
-	envelope := fmt.Sprintf(Envelope, e.name, e.cron, at.Format(time.RFC3339))
+	envelope := fmt.Sprintf(Envelope, automations.OneLine(e.name), automations.OneLine(e.cron), at.Format(time.RFC3339))
 	if it := e.item; it != nil {
 		req.Title, req.Prompt, req.Config, req.Metadata = it.Name, strings.TrimRight(it.Prompt, "\n")+"\n"+envelope, it.AgentConfig, it.Metadata
 		req.Environment = environmentOf(it.AgentConfig)

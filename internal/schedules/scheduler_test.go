@@ -11,15 +11,17 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/store"
 )
 
-// fixture applies a v1alpha1 factory whose automation fires @every 2s, to a
+// fixture applies a v1alpha1 factory whose automation fires at cron, to a
 // real store, with a run manager that is never started (runs stay QUEUED:
-// this tests what is created, not what runs).
-func fixture(t *testing.T, cron string) (*store.Store, *runtime.Manager) {
+// this tests what is created, not what runs). Its schedules may fire every
+// second (testLimits), so that a test can step through instants quickly.
+func fixture(t *testing.T, cron string) (*store.Store, *runs.Manager) {
 	t.Helper()
 	root, data := t.TempDir(), t.TempDir()
 	for p, c := range map[string]string{
@@ -39,14 +41,17 @@ func fixture(t *testing.T, cron string) (*store.Store, *runtime.Manager) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &reconciler.Applier{Store: s, Keyring: kr}
+	a := &reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{Schedules: testLimits}}
 	if _, outcome, err := a.Sync(context.Background(), "s", reconciler.DirSource{Root: root}); err != nil || outcome != reconciler.Applied {
 		t.Fatal(outcome, err)
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	return s, m
 }
+
+// testLimits let schedules fire every second.
+var testLimits = factory.ScheduleLimits{MinInterval: time.Second}
 
 func scheduledRuns(t *testing.T, s *store.Store) map[time.Time]*factory.Run {
 	t.Helper()
@@ -75,7 +80,7 @@ func TestInstantsFireOnceAcrossRestarts(t *testing.T) {
 	now := t0.Add(500 * time.Millisecond)
 	clock := func() time.Time { return now }
 	newScheduler := func() *Scheduler {
-		return &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock}
+		return &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock, MinInterval: testLimits.MinInterval}
 	}
 	sch := newScheduler()
 	step := func(sch *Scheduler, at time.Duration) {
@@ -129,4 +134,53 @@ func keys(m map[time.Time]*factory.Run) []string {
 		out = append(out, k.Format("15:04:05"))
 	}
 	return out
+}
+
+// TestFastRecordsFireOnceAMinute: a schedule stored before schedules were
+// bounded (an Agents API schedule @every 1s, made by a runs key) fires at
+// most once a minute, the minimum interval, however often it asks.
+func TestFastRecordsFireOnceAMinute(t *testing.T) {
+	s, m := fixture(t, "@daily")
+	batch := s.NewBatch()
+	batch.PutAgentSchedule(&factory.ScheduledAgent{ID: "sch_fast", Name: "fast", CronSchedule: "@every 1s", Enabled: true, Prompt: "Tick"})
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 24, 9, 0, 0, 500_000_000, time.UTC)
+	now := t0
+	sch := &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }}
+	for i := 0; i <= 150; i++ {
+		now = t0.Add(time.Duration(i) * time.Second)
+		if err := sch.reload(); err != nil {
+			t.Fatal(err)
+		}
+		sch.fireDue()
+	}
+	var fired []string
+	for at, r := range scheduledRuns(t, s) {
+		if r.Schedule != nil && r.Schedule.ScheduleID == "sch_fast" {
+			fired = append(fired, at.Format("15:04:05"))
+		}
+	}
+	if len(fired) != 2 {
+		t.Fatalf("a schedule @every 1s fired %d times in 150 s: %v (want 2, at 09:01:00 and 09:02:00)", len(fired), fired)
+	}
+}
+
+// TestScheduleEnvelopeFoldsLineBreaks: a cron expression may hold line
+// breaks between its fields ("0 3 * *\n*" parses as five fields), and the
+// envelope quotes it in the trusted part of the prompt: it stays one line.
+func TestScheduleEnvelopeFoldsLineBreaks(t *testing.T) {
+	s, m := fixture(t, "@daily")
+	sch := &Scheduler{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cron := "0 3 * *\n*"
+	e := &entry{id: "sch_x", name: "nightly", cron: cron, item: &factory.ScheduledAgent{ID: "sch_x", Name: "nightly", CronSchedule: cron, Prompt: "Tick"}}
+	req, err := sch.request(e, time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Tick\n\n---\nThis run was started by schedule \"nightly\" (0 3 * * *, UTC) for 2026-11-24T03:00:00Z.\n"
+	if req.Prompt != want {
+		t.Fatalf("the prompt:\n%q\nwant\n%q", req.Prompt, want)
+	}
 }

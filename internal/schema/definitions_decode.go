@@ -50,7 +50,8 @@ func webhookFrom(m map[string]any) Webhook {
 
 func automationFrom(m map[string]any) Automation {
 	a := Automation{AutomationSpec: factory.AutomationSpec{Title: str(m, "title"), Enabled: boolOr(m, "enabled", true),
-		Config: canonical(m["config"]), Agent: str(m, "agent")}}
+		Config: canonical(m["config"]), Agent: str(m, "agent"), NoWriteBack: !boolOr(m, "writeBack", true),
+		Fresh: !boolOr(m, "continueWorkItem", true)}}
 	if ex := ExecFrom(m); ex != nil {
 		a.Exec = ex
 	}

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,14 +13,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"factory"
 
 	"factory/internal/cursor"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/schema"
+	"factory/internal/service"
 	"factory/internal/store"
 )
 
@@ -34,7 +33,6 @@ const (
 	maxAttachments    = 5
 	maxAttachmentSize = 10 << 20
 	maxMetadataKeys   = 20
-	idempotencyWindow = 24 * time.Hour
 )
 
 func (s *Server) agentRoutes(mux *routes) {
@@ -126,8 +124,6 @@ func (s *Server) resolveConfig(cfg map[string]any) (json.RawMessage, string, err
 	return out, env, nil
 }
 
-var idemMu sync.Mutex
-
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	return s.create(w, r, "")
 }
@@ -149,23 +145,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 		return err
 	}
 	key := callerKey(r)
-	var idem string
+	var idem *service.Idempotency
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
-		idemMu.Lock()
-		defer idemMu.Unlock()
-		sum := sha256.Sum256(body)
-		idem = store.HashAPIKey(key.Prefix + k)
-		prev, ok, err := s.store.Idempotent(idem, hex.EncodeToString(sum[:]), idempotencyWindow)
-		switch {
-		case err != nil:
-			return err
-		case ok && prev == nil:
-			return &Error{Code: CodeConflict, Message: "this Idempotency-Key was used with another body", NoRetry: true}
-		case ok:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			w.Write(prev)
-			return nil
+		idem = &service.Idempotency{Key: k, Body: body}
+		if key != nil {
+			idem.Caller = key.Prefix
 		}
 	}
 	req, err := s.runRequestFor(r, &q, factoryUID)
@@ -175,45 +159,32 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	if key != nil {
 		req.Creator = apiKeyCreator(key)
 	}
-	atCapacity := s.cfg.Runs.AtCapacity()
-	run, err := s.cfg.Runs.Create(req)
-	if errors.Is(err, runtime.ErrUnknownEnvironment) {
-		return errorf(CodeInvalidRequest, err.Error())
-	}
+	created, err := s.runs.Create(r.Context(), req, idem)
 	if err != nil {
 		return err
 	}
-	resp, _ := json.Marshal(map[string]any{"run_id": run.ID, "task_id": run.ID, "state": run.State, "at_capacity": atCapacity})
-	if idem != "" {
-		sum := sha256.Sum256(body)
-		if err := s.store.RememberIdempotent(idem, hex.EncodeToString(sum[:]), resp); err != nil {
-			return err
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(append(resp, '\n'))
+	writeJSON(w, http.StatusOK, created)
 	return nil
 }
 
 // runRequestFor checks a create request and builds the run it asks for:
 // its source, factory, configuration and attachments.
-func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUID string) (runtime.CreateRequest, error) {
+func (s *Server) runRequestFor(r *http.Request, q *factory.RunRequest, factoryUID string) (runs.CreateRequest, error) {
 	skillSpec, _ := q.Config["skill_spec"].(string)
 	switch {
 	case strings.TrimSpace(q.Prompt) == "" && q.Skill == "" && skillSpec == "":
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, "prompt: required (unless skill or config.skill_spec is given)")
 	case len(q.Attachments) > maxAttachments:
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
 	case len(q.Metadata) > maxMetadataKeys:
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("metadata: at most %d keys", maxMetadataKeys))
 	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
-		return runtime.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
+		return runs.CreateRequest{}, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
 	}
 	if err := checkMetadata(q.Metadata); err != nil {
-		return runtime.CreateRequest{}, err
+		return runs.CreateRequest{}, err
 	}
-	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
+	req := runs.CreateRequest{Prompt: q.Prompt, Title: q.Title, Metadata: q.Metadata, Source: factory.SourceAPI, FactoryUID: factoryUID}
 	if r.Header.Get("X-Factory-Source") == "CLI" {
 		req.Source = factory.SourceCLI
 	}
@@ -262,8 +233,8 @@ func (s *Server) ancestorsOf(parentID string) ([]string, error) {
 	return append([]string{parent.ID}, parent.Ancestors...), nil
 }
 
-func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, error) {
-	var out []runtime.AttachmentData
+func decodeAttachments(in []factory.RunAttachment) ([]runs.AttachmentData, error) {
+	var out []runs.AttachmentData
 	for i, a := range in {
 		data, err := base64.StdEncoding.DecodeString(a.Data)
 		if err != nil {
@@ -273,13 +244,13 @@ func decodeAttachments(in []factory.RunAttachment) ([]runtime.AttachmentData, er
 		if err := runtime.CheckAttachmentName(name); err != nil {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: must be a plain file name: %v", i, err))
 		}
-		if slices.ContainsFunc(out, func(d runtime.AttachmentData) bool { return d.Name == name }) {
+		if slices.ContainsFunc(out, func(d runs.AttachmentData) bool { return d.Name == name }) {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d].file_name: %q is given twice", i, name))
 		}
 		if len(data) > maxAttachmentSize {
 			return nil, errorf(CodeInvalidRequest, fmt.Sprintf("attachments[%d]: over %d bytes", i, maxAttachmentSize))
 		}
-		out = append(out, runtime.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
+		out = append(out, runs.AttachmentData{Name: name, MimeType: a.MimeType, Data: data})
 	}
 	return out, nil
 }
@@ -670,24 +641,12 @@ func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ans, err := s.followUpRun(r.PathValue("runId"), q.Message, files)
+	ans, err := s.runs.FollowUp(r.Context(), r.PathValue("runId"), q.Message, files)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
-}
-
-// followUpRun sends a follow-up, for the API and the dashboard alike.
-func (s *Server) followUpRun(id, message string, files []runtime.AttachmentData) (runtime.FollowUpAnswer, error) {
-	_, ans, err := s.cfg.Runs.SendFollowUp(id, message, files)
-	switch {
-	case errors.Is(err, runtime.ErrNotFound):
-		return ans, errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrAttachmentName):
-		return ans, errorf(CodeInvalidRequest, "attachments: "+err.Error())
-	}
-	return ans, err
 }
 
 // followUpAttachment names a file for a follow-up: an artifact's UID (a
@@ -699,8 +658,8 @@ type followUpAttachment struct {
 }
 
 // followUpFiles reads the artifacts a follow-up attaches.
-func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentData, error) {
-	var files []runtime.AttachmentData
+func (s *Server) followUpFiles(atts []followUpAttachment) ([]runs.AttachmentData, error) {
+	var files []runs.AttachmentData
 	for _, a := range atts {
 		_, art, err := s.store.Artifact(a.AttachmentID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -723,32 +682,18 @@ func (s *Server) followUpFiles(atts []followUpAttachment) ([]runtime.AttachmentD
 		if err := runtime.CheckAttachmentName(name); err != nil {
 			return nil, errorf(CodeInvalidRequest, "attachments: "+err.Error())
 		}
-		files = append(files, runtime.AttachmentData{Name: name, MimeType: art.Data.MimeType, Data: data})
+		files = append(files, runs.AttachmentData{Name: name, MimeType: art.Data.MimeType, Data: data})
 	}
 	return files, nil
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
-	id, err := s.cancel(r.PathValue("runId"))
+	run, err := s.runs.Cancel(r.Context(), r.PathValue("runId"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, id) // a bare JSON string (docs/spec/agents-api.md)
+	writeJSON(w, http.StatusOK, run.ID) // a bare JSON string (docs/spec/agents-api.md)
 	return nil
-}
-
-// cancel cancels a run, for the API and the dashboard alike.
-func (s *Server) cancel(id string) (string, error) {
-	run, err := s.cfg.Runs.Cancel(id)
-	switch {
-	case errors.Is(err, runtime.ErrNotFound):
-		return "", errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrTerminal):
-		return "", errorf(CodeInvalidRequest, err.Error())
-	case err != nil:
-		return "", err
-	}
-	return run.ID, nil
 }
 
 // interruptRun is POST /v1/agent/runs/{runId}/interrupt: the current turn
@@ -756,23 +701,10 @@ func (s *Server) cancel(id string) (string, error) {
 // stopped.
 func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("runId")
-	if err := s.interrupt(id); err != nil {
+	if err := s.runs.Interrupt(r.Context(), id); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
-	return nil
-}
-
-// interrupt stops a run's turn, for the API and the dashboard alike.
-func (s *Server) interrupt(id string) error {
-	switch err := s.cfg.Runs.Interrupt(id); {
-	case errors.Is(err, runtime.ErrNotFound):
-		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	case errors.Is(err, runtime.ErrNotLive):
-		return &Error{Code: CodeConflict, Message: fmt.Sprintf("run %s has no turn in progress to interrupt", id), NoRetry: true}
-	case err != nil:
-		return err
-	}
 	return nil
 }
 

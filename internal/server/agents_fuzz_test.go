@@ -13,6 +13,7 @@ import (
 	"factory"
 
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/store"
@@ -34,8 +35,8 @@ func FuzzAgentsAPIInput(f *testing.F) {
 	defer st.Close()
 	kr, _ := secrets.LoadKeyring(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runs := runtime.NewManager(runtime.Config{Store: st, DataDir: dir, DefaultEnvironment: "d", Log: log,
-		Environments: map[string]runtime.Environment{"d": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	runs := runs.NewManager(runs.Config{Store: st, DataDir: dir, DefaultEnvironment: "d", Log: log,
+		Environments: map[string]runs.Environment{"d": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	s := New(Config{Runs: runs}, &reconciler.Applier{Store: st, Keyring: kr}, log)
 	key := "fk_fuzz_key_000000000000000000000000000000"
 	b := st.NewBatch()

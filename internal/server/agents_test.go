@@ -18,6 +18,7 @@ import (
 	"factory"
 
 	"factory/client"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -27,17 +28,22 @@ const runsKey = "fk_test_runs_key_00000000000000000000000000"
 // runsServer is a server whose default environment runs a shell script.
 func runsServer(t testing.TB, max int, script string) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	return startWith(t, runsManager(max, script))
+}
+
+// runsManager is runsServer's run manager, for startConfigured.
+func runsManager(max int, script string) func(*store.Store, string) *runs.Manager {
+	return func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", MaxConcurrent: max,
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", MaxConcurrent: max,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{
+			Environments: map[string]runs.Environment{
 				"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}},
 				"other":   {Executor: &runtime.ExecExecutor{Command: []string{"true"}}},
 			}})
-	})
+	}
 }
 
 // call sends a request with the runs key and decodes a JSON answer.
@@ -391,12 +397,12 @@ func listRunsRefusals(t *testing.T, h *harness) {
 
 func TestFactoryDispatch(t *testing.T) {
 	root := t.TempDir()
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	}, dirSource("acme", root))
 	st := h.status("acme")
 	status, b := call(t, h, "POST", "/v1/factories/"+st.UID+"/runs", map[string]any{"prompt": "through the factory"})
@@ -555,12 +561,12 @@ func TestRunItemFieldsOfTheCurrentSDKs(t *testing.T) {
 // it; the plural paths keep working (TestFactoryDispatch).
 func TestSingularFactoryPaths(t *testing.T) {
 	rootA, rootB := t.TempDir(), t.TempDir()
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	}, dirSource("acme", rootA), dirSource("beta", rootB))
 	st := h.status("acme")
 	status, b := call(t, h, "GET", "/v1/factory/"+st.UID, nil)
@@ -671,11 +677,11 @@ func TestTimelineOfTheCurrentSDKs(t *testing.T) {
 			t.Fatalf("event %d: %v", i, e)
 		}
 	}
-	if want := "oz_run_created agent_started status_message oz_run_done"; strings.Join(types, " ") != want {
+	if want := "oz_run_created oz_run_claimed agent_started status_message oz_run_done"; strings.Join(types, " ") != want {
 		t.Fatalf("event types %v, want %s", types, want)
 	}
-	if p, _ := first[2]["payload"].(map[string]any); p["message"] != "working" {
-		t.Fatalf("the status message's payload: %v", first[2])
+	if p, _ := first[3]["payload"].(map[string]any); p["message"] != "working" {
+		t.Fatalf("the status message's payload: %v", first[3])
 	}
 }
 

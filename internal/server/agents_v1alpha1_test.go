@@ -13,6 +13,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -60,9 +61,9 @@ var agentsTree = map[string]string{
 func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, agentsTree)
-	var manager *runtime.Manager
+	var manager *runs.Manager
 	agent := `cat PROMPT.md > seen.txt; echo "$FACTORY_AGENT $FACTORY_HARNESS $FACTORY_MODEL $GH_TOKEN $DEPLOY_KEY" > env.txt; ls .agents/skills > skills.txt`
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
 		kr, err := secrets.LoadKeyring(data)
 		if err != nil {
 			t.Fatal(err)
@@ -72,8 +73,8 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		manager = runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", agent}}}},
+		manager = runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", agent}}}},
 			SecretValue:  func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }})
 		return manager
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
@@ -118,7 +119,7 @@ func TestAgentRunsFromV1Alpha1Tree(t *testing.T) {
 	}
 
 	r = run("by-auditor")
-	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != runtime.CodeSecretUnavailable ||
+	if r.State != factory.StateFailed || r.StatusMessage == nil || r.StatusMessage.ErrorCode != runs.CodeSecretUnavailable ||
 		!strings.Contains(r.StatusMessage.Message, "not-created") || read(r, "seen.txt") != "" {
 		t.Fatalf("a granted secret that does not exist: %s %+v", r.State, r.StatusMessage)
 	}

@@ -13,6 +13,7 @@ import (
 	"factory"
 
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/server"
 	"factory/internal/store"
@@ -22,10 +23,10 @@ func TestDeliveriesStartRuns(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "webhooks"), 0o755)
 	os.WriteFile(filepath.Join(root, "webhooks", "ci.yaml"), []byte("name: CI\nauthMode: token\n"), 0o644)
-	var manager *runtime.Manager
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
-		manager = runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "echo acting on $(cat event-payload.json | head -c 40)"}}}}})
+	var manager *runs.Manager
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
+		manager = runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "echo acting on $(cat event-payload.json | head -c 40)"}}}}})
 		return manager
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 	ctx := context.Background()

@@ -20,9 +20,12 @@ type FileConfig struct {
 	PublicURL    string          `json:"publicUrl"`
 	Data         string          `json:"data"`
 	Factories    []FactoryConfig `json:"factories"`
+	Schedules    ScheduleConfig  `json:"schedules"`
 	Runtime      json.RawMessage `json:"runtime,omitempty"`
 	Environments json.RawMessage `json:"environments,omitempty"`
 	Backups      *BackupsConfig  `json:"backups,omitempty"`
+	// CodeHosts are the code hosts runs reach (docs/codehosts.md).
+	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
 }
 
 // BackupsConfig is the configuration's schedule of backups
@@ -51,6 +54,23 @@ func (b *BackupsConfig) Schedule(base string) (*backup.Schedule, error) {
 	return &backup.Schedule{Every: every, Keep: keep, Dir: dir}, nil
 }
 
+// ScheduleConfig is the configuration file's bounds of schedules; unset
+// fields take the defaults (factory.ScheduleLimits).
+type ScheduleConfig struct {
+	MinInterval       string `json:"minInterval,omitempty"`
+	MaxPerFactory     int    `json:"maxPerFactory,omitempty"`
+	MaxWithoutFactory int    `json:"maxWithoutFactory,omitempty"`
+}
+
+// Limits are the configured bounds, with the defaults where unset.
+func (c ScheduleConfig) Limits() factory.ScheduleLimits {
+	l := factory.ScheduleLimits{PerFactory: c.MaxPerFactory, WithoutFactory: c.MaxWithoutFactory}
+	if d, err := time.ParseDuration(c.MinInterval); err == nil && d > 0 {
+		l.MinInterval = d
+	}
+	return l.OrDefaults()
+}
+
 // FactoryConfig is one factory of the configuration file.
 type FactoryConfig struct {
 	Name      string `json:"name"`
@@ -58,6 +78,28 @@ type FactoryConfig struct {
 	Ref       string `json:"ref,omitempty"`
 	Interval  string `json:"interval,omitempty"`
 	SecretRef string `json:"secretRef,omitempty"`
+	// CodeHosts is the factory's own GitLab, over the server's.
+	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+}
+
+// CodeHosts configures the code hosts: a GitHub App, a GitLab token.
+type CodeHosts struct {
+	GitHub *GitHubApp    `json:"github,omitempty"`
+	GitLab *GitLabConfig `json:"gitlab,omitempty"`
+}
+
+// GitHubApp is the GitHub App runs are given tokens of.
+type GitHubApp struct {
+	AppID            int64  `json:"appId"`
+	PrivateKeySecret string `json:"privateKeySecret"`
+	APIURL           string `json:"apiURL,omitempty"`
+	CheckName        string `json:"checkName,omitempty"`
+}
+
+// GitLabConfig is a GitLab instance and the secret holding its token.
+type GitLabConfig struct {
+	URL         string `json:"url,omitempty"`
+	TokenSecret string `json:"tokenSecret"`
 }
 
 // IntervalOr parses the factory's interval, or returns def when unset.

@@ -14,6 +14,7 @@ import (
 
 	"factory"
 
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -117,12 +118,12 @@ func contractServer(t *testing.T) (*harness, string) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "webhooks"), 0o755)
 	os.WriteFile(filepath.Join(root, "webhooks", "ci.yaml"), []byte("name: CI\nauthMode: token\n"), 0o644)
-	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	return startWith(t, func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", artifactScript}}}}})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", artifactScript}}}}})
 	}, dirSource("acme", root)), root
 }
 

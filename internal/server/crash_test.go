@@ -21,6 +21,7 @@ import (
 
 	"factory/internal/automations"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -224,12 +225,12 @@ func checkQueuedOnce(t *testing.T, s *store.Store, uid string) (queued, evaluate
 // checkOneRunEach: the restart evaluates the rest, and every accepted
 // delivery has started exactly one run, whatever moment the kill fell on.
 func checkOneRunEach(t *testing.T, s *store.Store, data, uid string, acceptedInLog int) {
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	if err := (&automations.Evaluator{Store: s, Runs: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Drain(); err != nil {
 		t.Fatal(err)
 	}
-	runs, err := s.RunsInState(factory.StateQueued, factory.StateInProgress, factory.StateSucceeded, factory.StateFailed, factory.StateError, factory.StateCancelled)
+	runs, err := s.RunsInState(factory.RunStates...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +277,8 @@ func crashServer() {
 	if err != nil {
 		os.Exit(5)
 	}
-	runs := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	runs := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	srv := server.New(server.Config{Factories: []server.FactorySource{{Name: "crash", Source: reconciler.DirSource{Root: repo}, Interval: time.Hour}},
 		IngressPerMinute: -1, Runs: runs}, ap, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv.Run(context.Background(), ln)

@@ -22,6 +22,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/server"
 	"factory/internal/store"
@@ -139,9 +140,9 @@ func (b *tab) recover(h *harness, url string) error {
 func TestDashboardInABrowser(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
-	h := startWith(t, func(s *store.Store, data string) *runtime.Manager {
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "sleep 3; echo done"}}}}})
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "sleep 3; echo done"}}}}})
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 	ci := h.hook("ci")
 	writeTree(t, root, map[string]string{"automations/all.md": "---\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [" +
@@ -442,12 +443,19 @@ func between(s, from, to string) string {
 	return v
 }
 
-// signIn signs in with a key and returns a client that keeps the session.
+// signIn signs in with a key, through the sign-in page's form as a
+// browser does, and returns a client that keeps the session.
 func signIn(t testing.TB, h *harness, key string) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.PostForm(h.url+"/ui/login", url.Values{"key": {key}})
+	resp, err := c.Get(h.url + "/ui/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = c.PostForm(h.url+"/ui/login", url.Values{"key": {key}, "csrf": {between(string(form), `name="csrf" value="`, `"`)}})
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("sign in: %v %v", err, resp)
 	}
@@ -458,12 +466,12 @@ func signIn(t testing.TB, h *harness, key string) *http.Client {
 // runsServerWith serves a factory at root with the admin key and a runs key.
 func runsServerWith(t testing.TB, root string) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	return startWith(t, func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
 }
 

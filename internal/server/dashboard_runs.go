@@ -68,11 +68,11 @@ func (s *Server) newRun(w http.ResponseWriter, r *http.Request, sess *session) e
 		return err
 	}
 	req.Creator = apiKeyCreator(key)
-	run, err := s.cfg.Runs.Create(req)
+	created, err := s.runs.Create(r.Context(), req, nil)
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+created.RunID, http.StatusSeeOther)
 	return nil
 }
 
@@ -113,15 +113,15 @@ func (s *Server) runAction(w http.ResponseWriter, r *http.Request, sess *session
 	var err error
 	switch r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:] {
 	case "cancel":
-		_, err = s.cancel(id)
+		_, err = s.runs.Cancel(r.Context(), id)
 	case "interrupt":
-		err = s.interrupt(id)
+		err = s.runs.Interrupt(r.Context(), id)
 	case "followup":
 		msg := r.PostFormValue("message")
 		if strings.TrimSpace(msg) == "" {
 			return errorf(CodeInvalidRequest, "write a message to send")
 		}
-		_, err = s.followUpRun(id, msg, nil)
+		_, err = s.runs.FollowUp(r.Context(), id, msg, nil)
 	default:
 		return errorf(CodeNotFound, "no such action")
 	}

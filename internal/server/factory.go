@@ -10,7 +10,7 @@ import (
 	"factory"
 	"factory/internal/automations"
 	"factory/internal/cursor"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 )
 
 // The singular factory paths the current SDKs call (docs/spec,
@@ -101,7 +101,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 			meta[k] = v
 		}
 	}
-	req := runtime.CreateRequest{Prompt: q.Prompt, Title: q.Title, Source: factory.SourceAPI, FactoryUID: f.UID, Metadata: meta}
+	req := runs.CreateRequest{Prompt: q.Prompt, Title: q.Title, Source: factory.SourceAPI, FactoryUID: f.UID, Metadata: meta}
 	if key := callerKey(r); key != nil {
 		req.Creator = apiKeyCreator(key)
 	}
@@ -112,15 +112,16 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	if ag != nil { // a factory with agents: the run is its foreman's
 		if req.Title == "" {
-			req.Title = runtime.TitleOf(q.Prompt)
+			req.Title = runs.TitleOf(q.Prompt)
 		}
 		ag.Apply(&req)
 		foreman = ag.Name()
 	}
-	run, err := s.cfg.Runs.Create(req)
+	created, err := s.runs.Create(r.Context(), req, nil)
 	if err != nil {
 		return err
 	}
+	run := created.Run
 	ticket := q.TicketRef
 	if ticket == "" {
 		ticket = "api:" + run.ID

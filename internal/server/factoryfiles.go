@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"factory"
+	"factory/internal/problem"
 	"factory/internal/reconciler"
 	"factory/internal/schema"
 )
@@ -17,9 +20,18 @@ import (
 
 const schemaVersion = "v1alpha1"
 
-// maxValidateBody bounds a validation request: a whole revision at its
-// limit, with room for JSON's escaping.
-const maxValidateBody = 2*factory.MaxRevisionBytes + 1<<20
+// A validation holds several times its body while it runs (the body, the
+// decoded files, the parsed documents: some seven times in all), and any
+// key that reads may ask for one. So bodies are bounded, by their
+// Content-Length before they are read and while they are read: a factory's
+// definitions are small, and a larger tree is checked where it lives, with
+// reconcile --dry-run. And so are the validations at once: past them the
+// next is answered 429 at once, its body unread.
+const (
+	maxValidateBody    = 8 << 20
+	maxValidations     = 2
+	validateRetryAfter = 1 // second
+)
 
 func (s *Server) factoryFileRoutes(mux *routes) {
 	mux.Handle("GET /v1/factory-files/schemas", handlerFunc(s, s.schemaVersions))
@@ -95,9 +107,27 @@ type validateRequest struct {
 // validateFiles validates a tree given as files and answers as `reconcile
 // --dry-run --output json` does. It writes nothing.
 func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
+	tooLarge := errorf(problem.TooLarge, fmt.Sprintf("the request body is over %d MiB, the limit: check a larger tree with factory reconcile --dry-run", maxValidateBody>>20))
+	if r.ContentLength > maxValidateBody {
+		return tooLarge
+	}
+	select {
+	case s.validations <- struct{}{}:
+		defer func() { <-s.validations }()
+	default:
+		return &Error{Code: problem.Unavailable, RetryAfter: validateRetryAfter,
+			Message: fmt.Sprintf("%d validations are running, the most at once: retry in a moment", maxValidations)}
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxValidateBody+1))
+	if err != nil {
+		return errorf(CodeInvalidRequest, "cannot read the request body")
+	}
+	if len(b) > maxValidateBody {
+		return tooLarge
+	}
 	var req validateRequest
-	if _, err := readJSON(r, maxValidateBody, &req); err != nil {
-		return err
+	if err := json.Unmarshal(b, &req); err != nil {
+		return errorf(CodeInvalidRequest, "the body is not a validation request: "+err.Error())
 	}
 	if len(req.Files) == 0 {
 		return errorf(CodeInvalidRequest, "files: give at least one {path, content}")
@@ -126,7 +156,7 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		name = "validate"
 	}
-	c, err := reconciler.Check(r.Context(), memorySource{snap}, name, st)
+	c, err := reconciler.CheckWithin(r.Context(), s.cfg.Schedules, memorySource{snap}, name, st)
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"factory"
 	"factory/internal/reconciler"
 )
 
@@ -128,5 +130,53 @@ func TestValidateFiles(t *testing.T) {
 		if a := post(t, h.url+"/v1/factory-files/validate", "", bad, "Authorization", "Bearer "+adminKey); a.status != 400 {
 			t.Fatalf("%s: %d %s", bad, a.status, a.body)
 		}
+	}
+}
+
+// TestValidateIsBounded: a read key drove the server's memory with
+// validations (each holds several times its body, bodies of 65 MiB were
+// read, and any number ran at once). The attack, both ways: a body over
+// the limit is refused by its size before it is read (413), and past the
+// validations that may run at once the next is answered 429, at once and
+// unread, with Retry-After, as the problem type resource_unavailable.
+func TestValidateIsBounded(t *testing.T) {
+	h := start(t)
+	const readKey = "fk_test_read_key_00000000000000000000000000"
+	b := h.store.NewBatch()
+	b.PutAPIKey(readKey, &factory.APIKey{Name: "pr-check", Scope: factory.ScopeRead, CreatedAt: time.Now()})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	auth := []string{"Authorization", "Bearer " + readKey}
+	big := `{"files":[{"path":"factory.yaml","content":"` + strings.Repeat("x", 8<<20) + `"}]}`
+	if a := post(t, h.url+"/v1/factory-files/validate", "", big, auth...); a.status != 413 ||
+		!strings.Contains(a.body, `"type":"https://factory.invalid/errors/payload_too_large"`) || !strings.Contains(a.body, "8 MiB") {
+		t.Errorf("a body over the limit: %d %.300s", a.status, a.body)
+	}
+
+	// Two validations whose bodies never end hold every slot.
+	for range 2 {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/factory-files/validate", pr)
+		req.Header.Set("Authorization", "Bearer "+readKey)
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		if _, err := pw.Write([]byte(`{"files":[`)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pw.Close() })
+	}
+	small := `{"files":[{"path":"factory.yaml","content":"schemaVersion: v1alpha1\n"}]}`
+	var a answer
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if a = post(t, h.url+"/v1/factory-files/validate", "", small, auth...); a.status == 429 {
+			break
+		}
+	}
+	if a.status != 429 || a.header.Get("Retry-After") == "" || !strings.Contains(a.body, `"type":"https://factory.invalid/errors/resource_unavailable"`) {
+		t.Fatalf("a validation past the ones that may run at once: %d %v %.300s", a.status, a.header, a.body)
 	}
 }

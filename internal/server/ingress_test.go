@@ -62,7 +62,7 @@ func (h *harness) hook(name string) hook {
 	for _, w := range h.status("acme").Webhooks {
 		if w.Name == name {
 			secret := ""
-			if name != "gh" {
+			if w.AuthMode != "signature" {
 				var err error
 				if secret, err = h.c.RevealSecret(context.Background(), w.UID); err != nil {
 					h.t.Fatalf("reveal %s: %v", name, err)
@@ -204,6 +204,43 @@ func ghSign(body string) string {
 	m := hmac.New(sha256.New, []byte("gh-signing-secret"))
 	m.Write([]byte(body))
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// TestLinearReplays: Linear signs the body, whose webhookTimestamp alone
+// dates it; its delivery ID is a header no signature covers. The attack: a
+// signed body without webhookTimestamp was accepted, and could be replayed
+// under new Linear-Delivery IDs for ever. Now such a body is refused, and a
+// dated one replayed under a new ID is a duplicate.
+func TestLinearReplays(t *testing.T) {
+	h, root := ingressFactory(t)
+	if _, err := h.c.CreateSecret(context.Background(), "ln-secret", []byte("linear-signing-secret"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "webhooks", "linear.yaml"), []byte("authMode: signature\nsignatureScheme: linear\nsecretName: ln-secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.SyncFactory(context.Background(), h.status("acme").UID); err != nil {
+		t.Fatal(err)
+	}
+	ln := h.hook("linear")
+	sign := func(body string) string {
+		m := hmac.New(sha256.New, []byte("linear-signing-secret"))
+		m.Write([]byte(body))
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	undated := `{"action":"create","type":"Issue","data":{"id":"iss-1"}}`
+	for _, id := range []string{"ln-1", "ln-2"} {
+		if a := post(t, ln.url, "", undated, "Linear-Signature", sign(undated), "Linear-Delivery", id); a.status != 401 {
+			t.Errorf("a signed body without webhookTimestamp, delivery %s: %d %s", id, a.status, a.body)
+		}
+	}
+	dated := fmt.Sprintf(`{"action":"create","type":"Issue","data":{"id":"iss-1"},"webhookTimestamp":%d}`, time.Now().UnixMilli())
+	first := post(t, ln.url, "", dated, "Linear-Signature", sign(dated), "Linear-Delivery", "ln-3")
+	id1 := deliveryID(t, first)
+	again := post(t, ln.url, "", dated, "Linear-Signature", sign(dated), "Linear-Delivery", "ln-4")
+	if !strings.Contains(again.body, `"duplicate":true,"duplicate_of":"`+id1+`"`) {
+		t.Fatalf("the dated body replayed under a new delivery ID: %d %s", again.status, again.body)
+	}
 }
 
 func TestIngressDuplicates(t *testing.T) {

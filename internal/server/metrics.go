@@ -26,6 +26,7 @@ type metrics struct {
 	revision *prometheus.GaugeVec
 	applied  *prometheus.GaugeVec
 
+	refusals     *prometheus.CounterVec
 	runsStarted  prometheus.Counter
 	runsEnded    *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
@@ -69,7 +70,11 @@ func newMetrics() *metrics {
 		Help:    "HTTP requests by route pattern and status code.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
 	}, []string{"route", "code"})
-	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted, m.runsEnded, m.httpDuration,
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_refusals_total",
+		Help: "Requests refused at the push receiver (door push) and the dashboard's sign-in (door signin), by reason; logged one by one only up to a budget a minute.",
+	}, []string{"door", "reason"})
+	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted, m.runsEnded, m.httpDuration, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

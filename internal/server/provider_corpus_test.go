@@ -75,6 +75,19 @@ func TestProviderDeliveriesThroughServe(t *testing.T) {
 	}
 }
 
+// linearDated is a Linear payload with the webhookTimestamp Linear puts in
+// every delivery (the corpus keeps payloads without it), dated now.
+func linearDated(t *testing.T, payload json.RawMessage) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["webhookTimestamp"] = json.RawMessage(fmt.Sprint(time.Now().UnixMilli()))
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
 // postSigned posts a corpus delivery as its provider sends it.
 func postSigned(t *testing.T, url string, c corpusCase, id string, secretOf map[string]string) answer {
 	t.Helper()
@@ -90,6 +103,7 @@ func postSigned(t *testing.T, url string, c corpusCase, id string, secretOf map[
 	case "gitlab":
 		return post(t, url, "", body, "X-Gitlab-Token", secretOf["gl"], "X-Gitlab-Event", c.Kind, "X-Gitlab-Event-UUID", id)
 	case "linear":
+		body = linearDated(t, c.Payload)
 		return post(t, url, "", body, "Linear-Signature", hexMAC(secretOf["ln"], body), "Linear-Delivery", id)
 	case "slack":
 		ts := fmt.Sprint(time.Now().Unix())

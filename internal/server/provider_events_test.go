@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	gh "github.com/google/go-github/v75/github"
+	gh "github.com/google/go-github/v88/github"
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -197,7 +198,20 @@ func TestSlackThroughServe(t *testing.T) {
 // secrets given and agents that do nothing.
 func serveWithSecrets(t *testing.T, root string, values map[string]string) *harness {
 	t.Helper()
-	return startWith(t, func(s *store.Store, data string) *runtime.Manager {
+	return serveFactories(t, values, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+}
+
+// serveFactories serves factories with the managed secrets given and
+// agents that do nothing.
+func serveFactories(t *testing.T, values map[string]string, sources ...server.FactorySource) *harness {
+	t.Helper()
+	return startWith(t, withSecrets(t, values), sources...)
+}
+
+// withSecrets makes the managed secrets given, and a run manager whose
+// agents do nothing.
+func withSecrets(t *testing.T, values map[string]string) func(*store.Store, string) *runs.Manager {
+	return func(s *store.Store, data string) *runs.Manager {
 		kr, err := secrets.LoadKeyring(data)
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +221,7 @@ func serveWithSecrets(t *testing.T, root string, values map[string]string) *harn
 				t.Fatal(err)
 			}
 		}
-		return runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	}, server.FactorySource{Name: "acme", Source: reconciler.DirSource{Root: root}, Interval: time.Hour})
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}
 }

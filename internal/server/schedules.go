@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,13 +46,13 @@ func (s *Server) item(v *factory.ScheduledAgent) (scheduleItem, error) {
 	if err != nil {
 		return scheduleItem{}, err
 	}
-	return itemOf(v, states[v.ID]), nil
+	return s.itemOf(v, states[v.ID]), nil
 }
 
-func itemOf(v *factory.ScheduledAgent, st *factory.ScheduleState) scheduleItem {
+func (s *Server) itemOf(v *factory.ScheduledAgent, st *factory.ScheduleState) scheduleItem {
 	it := scheduleItem{ScheduledAgent: v}
 	if sched, err := trigger.CompileSchedule(v.CronSchedule); err == nil && v.Enabled {
-		n := sched.Next(time.Now())
+		n := sched.AtLeast(s.cfg.Schedules.MinInterval).Next(time.Now())
 		it.History.NextRun = &n
 	}
 	if st != nil {
@@ -91,6 +92,9 @@ func (s *Server) applySchedule(b *scheduleBody, v *factory.ScheduledAgent, put b
 		return errorf(CodeInvalidRequest, "mode: must be normal, plan or orchestrate")
 	}
 	if err := trigger.CheckCron(*b.CronSchedule); err != nil {
+		return errorf(CodeInvalidRequest, "cron_schedule: "+err.Error())
+	}
+	if err := trigger.CheckInterval(*b.CronSchedule, s.cfg.Schedules.MinInterval); err != nil {
 		return errorf(CodeInvalidRequest, "cron_schedule: "+err.Error())
 	}
 	if err := checkMetadata(b.Metadata); err != nil {
@@ -133,7 +137,26 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if key := callerKey(r); key != nil {
 		v.CreatedBy, v.UpdatedBy = apiKeyCreator(key), apiKeyCreator(key)
 	}
+	s.scheduleMu.Lock()
+	defer s.scheduleMu.Unlock()
+	if err := s.roomForSchedule(); err != nil {
+		return err
+	}
 	return s.putSchedule(w, v)
+}
+
+// roomForSchedule refuses a schedule past the server's limit of the
+// Agents API's schedules, which belong to no factory; the caller holds
+// scheduleMu.
+func (s *Server) roomForSchedule() error {
+	list, err := s.store.AgentSchedules()
+	if err != nil {
+		return err
+	}
+	if max := s.cfg.Schedules.WithoutFactory; len(list) >= max {
+		return errorf(CodeInvalidRequest, fmt.Sprintf("this server holds at most %d schedules of the Agents API (schedules.maxWithoutFactory in its configuration): delete one first", max))
+	}
+	return nil
 }
 
 func (s *Server) putSchedule(w http.ResponseWriter, v *factory.ScheduledAgent) error {
@@ -192,7 +215,7 @@ func (s *Server) scheduleItems() ([]scheduleItem, error) {
 	}
 	out := make([]scheduleItem, 0, len(list))
 	for _, v := range list {
-		out = append(out, itemOf(v, states[v.ID]))
+		out = append(out, s.itemOf(v, states[v.ID]))
 	}
 	sortByName(out)
 	return out, nil

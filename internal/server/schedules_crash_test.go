@@ -14,6 +14,7 @@ import (
 
 	"factory"
 	"factory/internal/reconciler"
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
 	"factory/internal/server"
@@ -21,7 +22,8 @@ import (
 )
 
 // TestSchedulesSurviveSIGKILL runs a server in a child process with an
-// automation that fires @every 2s, kills it with SIGKILL after a few
+// automation that fires @every 2s (its configuration lowers the minimum
+// interval to a second), kills it with SIGKILL after a few
 // instants, leaves it down across at least one instant, starts it again,
 // and kills it again. No instant has two runs; every run is for a multiple
 // of 2 s; the downtime's missed instants gave at most one run (the latest).
@@ -106,10 +108,10 @@ func scheduleServer() {
 		os.Exit(5)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runs := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: log,
-		Environments: map[string]runtime.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	runs := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: log,
+		Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	srv := server.New(server.Config{Factories: []server.FactorySource{{Name: "ticks", Source: reconciler.DirSource{Root: repo}, Interval: time.Hour}},
-		Runs: runs}, ap, log)
+		Runs: runs, Schedules: factory.ScheduleLimits{MinInterval: time.Second}}, ap, log)
 	srv.Run(context.Background(), ln)
 	os.Exit(0)
 }

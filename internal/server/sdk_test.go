@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"factory/internal/server"
 )
 
 // ozSDK is the official TypeScript SDK of the Oz Agent API, pinned.
@@ -83,7 +86,9 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "test.js"), []byte(sdkScript), 0o644)
 
-	h := runsServer(t, 1, `sleep 20`)
+	// The schedules' part fires a schedule every second: the minimum
+	// interval is lowered for it.
+	h := startConfigured(t, func(c *server.Config) { c.Schedules.MinInterval = time.Second }, runsManager(1, `sleep 20`))
 	node := exec.Command("node", "test.js")
 	node.Dir = dir
 	node.Env = append(os.Environ(), "BASE_URL="+h.url+"/v1", "API_KEY="+runsKey)

@@ -21,10 +21,11 @@ import (
 	"factory"
 	"factory/internal/automations"
 	"factory/internal/backup"
+	"factory/internal/codehost"
 	"factory/internal/ingress"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/schedules"
 	"factory/internal/service"
 	"factory/internal/store"
@@ -54,11 +55,20 @@ type Config struct {
 	IngressMaxBody                                                         int64
 	// Runs executes runs; with it, accepted deliveries start the runs of
 	// the automations they match.
-	Runs *runtime.Manager
+	Runs *runs.Manager
 	// MetricsListener, when set, serves /metrics without an API key (for a
 	// scraper on a private address). On the main listener /metrics needs
-	// an admin key: it lists every webhook's UID, which is its ingress URL.
+	// a read (or admin) key, as the webhooks do: it lists every webhook's
+	// UID, which is its ingress URL.
 	MetricsListener net.Listener
+	// Schedules bound the schedules: how often one may fire, how many a
+	// factory and the Agents API may hold (zero fields: the defaults).
+	Schedules factory.ScheduleLimits
+	// CodeHosts, when set, are the code hosts: pull requests on a
+	// factory's git source get a definition check (CheckName; default
+	// warp/factory-config).
+	CodeHosts *codehost.Hosts
+	CheckName string
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -75,7 +85,8 @@ type Server struct {
 	store   *store.Store
 	applier *reconciler.Applier
 	svc     *service.Service
-	started time.Time // when the server was made: environments' last_updated
+	runs    *service.Runs // nil without a run manager
+	started time.Time     // when the server was made: environments' last_updated
 	log     *slog.Logger
 	metrics *metrics
 	backups *backups
@@ -89,6 +100,13 @@ type Server struct {
 	eval    *automations.Evaluator
 	sched   *schedules.Scheduler
 	ui      sessions // the dashboard's
+	// scheduleMu serialises the creations of schedules, so that two at
+	// once cannot both take the last place.
+	scheduleMu sync.Mutex
+	push       *pushGuard
+	signIn     *signIn
+	// validations holds a slot per validation running (maxValidations).
+	validations chan struct{}
 
 	cursorOnce sync.Once
 	cursorKeyV []byte
@@ -111,8 +129,10 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	if applier.Loader == nil {
 		applier.Loader = &reconciler.Loader{}
 	}
+	cfg.Schedules = cfg.Schedules.OrDefaults()
+	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
-		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC()}
+		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard(), signIn: newSignIn()}
 	s.backups = newBackups(s.metrics.reg)
 	if rec, err := backup.LastRecords(applier.Store); err == nil && rec.Last != nil {
 		s.backups.show(*rec.Last)
@@ -123,12 +143,13 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.metrics.workerGauges(cfg.Workers)
 	}
 	if cfg.Runs != nil {
+		s.runs = &service.Runs{Store: applier.Store, Manager: cfg.Runs}
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
-			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }}
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition}
 		accepted = s.eval.Queued
-		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log,
+		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
 	}
 	s.svc.Accepted = accepted
@@ -277,6 +298,7 @@ func (s *Server) sweep(ctx context.Context) {
 		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
 			s.log.Error("sweeping the run index", "err", err)
 		}
+		s.ui.prune(time.Now())
 		select {
 		case <-ctx.Done():
 			return

@@ -26,7 +26,7 @@ import (
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/gitsource/gittest"
 	"factory/internal/reconciler/watch"
-	"factory/internal/runtime"
+	"factory/internal/runs"
 	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/store"
@@ -47,13 +47,13 @@ func start(t testing.TB, sources ...server.FactorySource) *harness {
 }
 
 // startWith is start with a run manager made over the server's store.
-func startWith(t testing.TB, runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startWith(t testing.TB, runs func(*store.Store, string) *runs.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	return startConfigured(t, nil, runs, sources...)
 }
 
 // startConfigured is startWith with a change to the server's configuration.
-func startConfigured(t testing.TB, mod func(*server.Config), runs func(*store.Store, string) *runtime.Manager, sources ...server.FactorySource) *harness {
+func startConfigured(t testing.TB, mod func(*server.Config), runs func(*store.Store, string) *runs.Manager, sources ...server.FactorySource) *harness {
 	t.Helper()
 	data := t.TempDir()
 	s, err := store.Open(data)
@@ -314,9 +314,9 @@ func dirSource(name, root string) server.FactorySource {
 }
 
 // TestMetricsNeedAKey: /metrics lists every webhook's UID (its ingress URL),
-// so on the main listener it needs an admin key; a listener of its own
-// serves it without one. The attack: /metrics was public on the ingress
-// listener.
+// so on the main listener it needs a key that may read the webhooks (read,
+// or admin), as GET /v1/webhooks/{uid} does; a listener of its own serves
+// it without one. The attack: /metrics was public on the ingress listener.
 func TestMetricsNeedAKey(t *testing.T) {
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -325,10 +325,11 @@ func TestMetricsNeedAKey(t *testing.T) {
 	h := startConfigured(t, func(c *server.Config) { c.MetricsListener = ml }, nil)
 	b := h.store.NewBatch()
 	b.PutAPIKey("fk_runs_only_0000000000000000000000000000", &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, CreatedAt: time.Now()})
+	b.PutAPIKey("fk_read_only_0000000000000000000000000000", &factory.APIKey{Name: "scraper", Scope: factory.ScopeRead, CreatedAt: time.Now()})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]int{"": 401, "fk_runs_only_0000000000000000000000000000": 403, adminKey: 200} {
+	for key, want := range map[string]int{"": 401, "fk_runs_only_0000000000000000000000000000": 403, "fk_read_only_0000000000000000000000000000": 200, adminKey: 200} {
 		req, _ := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
@@ -387,7 +388,7 @@ func TestPushReceiver(t *testing.T) {
 	}
 	c2 := remote.Commit("two", map[string]string{"webhooks/b.yaml": "authMode: token\n"})
 	push := func(repoURL, signWith string) (int, string) {
-		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, repoURL)
+		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q,"pushed_at":%d}}`, repoURL, time.Now().Unix())
 		m := hmac.New(sha256.New, []byte(signWith))
 		m.Write([]byte(body))
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/hooks/push", strings.NewReader(body))
@@ -414,6 +415,60 @@ func TestPushReceiver(t *testing.T) {
 		t.Fatalf("the pushed repository: %d %s", status, body)
 	}
 	h.eventually("acme", "the pushed commit", func(st *factory.FactoryStatus) bool { return st.Revision == "main@sha1:"+c2.String() })
+}
+
+// TestPushReceiverReplaysAndFloods: a signed push notification was
+// accepted again for ever (each replay a sync, a fetch of the remote), and
+// wrong signatures were answered without a budget. The attack: the same
+// signed notification twice, a signed one dated long ago or not dated, and
+// a flood of wrong signatures from one address.
+func TestPushReceiverReplaysAndFloods(t *testing.T) {
+	h := startConfigured(t, func(c *server.Config) { c.PushSecret = "push-secret" }, nil)
+	if _, err := h.c.CreateSecret(context.Background(), "push-secret", []byte("s3cret-push-key"), false); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(body string) string {
+		m := hmac.New(sha256.New, []byte("s3cret-push-key"))
+		m.Write([]byte(body))
+		return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	}
+	push := func(from, body, sig string) answer {
+		return post(t, h.url+"/hooks/push", from, body, "X-GitHub-Event", "push", "X-Hub-Signature-256", sig)
+	}
+	dated := func(at time.Time) string {
+		return fmt.Sprintf(`{"ref":"refs/heads/main","after":"%d","repository":{"clone_url":"https://github.com/acme/other.git","pushed_at":%d}}`, at.UnixNano(), at.Unix())
+	}
+	body := dated(time.Now())
+	if a := push("", body, sign(body)); a.status != 202 {
+		t.Fatalf("a signed notification: %d %s", a.status, a.body)
+	}
+	if a := push("", body, sign(body)); a.status != 409 || !strings.Contains(a.body, "received already") {
+		t.Errorf("the same notification again: %d %s", a.status, a.body)
+	}
+	old := dated(time.Now().Add(-10 * time.Minute))
+	if a := push("", old, sign(old)); a.status != 401 || !strings.Contains(a.body, "pushed_at") {
+		t.Errorf("a notification of a push 10 minutes ago: %d %s", a.status, a.body)
+	}
+	undated := `{"ref":"refs/heads/main","repository":{"clone_url":"https://github.com/acme/other.git"}}`
+	if a := push("", undated, sign(undated)); a.status != 401 || !strings.Contains(a.body, "pushed_at") {
+		t.Errorf("a signed notification without a time: %d %s", a.status, a.body)
+	}
+
+	// From one address: ten wrong signatures, then 429 with Retry-After,
+	// even for a right one; another address is not held back.
+	for i := range 10 {
+		if a := push("127.0.0.2", body, "sha256=00"); a.status != 401 {
+			t.Fatalf("wrong signature %d: %d %s", i+1, a.status, a.body)
+		}
+	}
+	fresh := dated(time.Now())
+	a := push("127.0.0.2", fresh, sign(fresh))
+	if a.status != 429 || a.header.Get("Retry-After") == "" || !strings.Contains(a.body, "resource_unavailable") {
+		t.Fatalf("past the failed-auth budget: %d %v %s", a.status, a.header, a.body)
+	}
+	if a := push("127.0.0.3", fresh, sign(fresh)); a.status != 202 {
+		t.Fatalf("another address: %d %s", a.status, a.body)
+	}
 }
 
 // TestProblemCatalog: every problem has instance, trace_id and retryable;

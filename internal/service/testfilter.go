@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"factory"
-	"factory/internal/events"
 	"factory/internal/filter"
 	"factory/internal/store"
 	"factory/internal/trigger"
@@ -29,7 +28,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if err != nil {
 		return nil, err
 	}
-	return explainDelivery(a, hook, d.EventType, payload)
+	return s.explainDelivery(a, hook, d.EventType, payload)
 }
 
 // TestPayload is Test filter on a pasted payload: the automation evaluated
@@ -55,7 +54,7 @@ func (s *Service) TestPayload(ctx context.Context, automationUID, webhookUID, ev
 	if err != nil {
 		return nil, err
 	}
-	return explainDelivery(a, hook, eventType, payload)
+	return s.explainDelivery(a, hook, eventType, payload)
 }
 
 // testWebhook is the webhook a pasted payload is tested as arriving
@@ -86,33 +85,32 @@ func (s *Service) testWebhook(a *factory.Automation, uid string) (*factory.Webho
 }
 
 // explainDelivery is the Test filter result of a payload arriving through
-// a webhook.
-func explainDelivery(a *factory.Automation, hook *factory.Webhook, eventType string, payload any) (*factory.TestResult, error) {
+// a webhook: trigger.Decide's verdict, as evaluation would reach it, with
+// its checks key by key.
+func (s *Service) explainDelivery(a *factory.Automation, hook *factory.Webhook, eventType string, payload any) (*factory.TestResult, error) {
 	set, err := trigger.Compile(a.Spec.Triggers)
 	if err != nil {
 		return nil, err
 	}
-	x := set.Explain(trigger.Event{Source: trigger.Webhook(hook.UID), Payload: payload})
-	if provider := factory.EventSourceOf(&hook.Spec); provider != "" && !x.Fires() {
-		// A provider's delivery: explain its events against the
-		// provider's triggers, key by key ("labels: wanted [...], got [...]").
-		evs, _ := events.Normalize(provider, eventType, payload)
-		for i, ev := range evs {
-			px := set.Explain(trigger.Event{Source: trigger.ProviderDelivery(provider, hook.UID), Payload: payload, Provider: ev})
-			if px.Fires() || i == 0 && len(px.Selecting) > 0 {
-				x = px
-			}
-			if px.Fires() {
-				break
-			}
-		}
+	f, err := s.Store.Factory(a.Factory)
+	if err != nil {
+		return nil, fmt.Errorf("factory %s: %w", a.Factory, err)
 	}
+	v := trigger.Decide(&f.Settings, trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), eventType, payload), set)
+	x := v.Explain()
 	res := &factory.TestResult{PayloadCheck: factory.PayloadCheck{Passed: x.PayloadMatched, Keys: x.Keys}}
 	res.WebhookCheck = webhookCheck(hook, x)
-	res.WouldTrigger = res.WebhookCheck.Passed && res.PayloadCheck.Passed && a.Spec.Enabled
-	if !a.Spec.Enabled {
-		res.Note = "the automation is disabled: it does not fire"
+	res.WouldTrigger = v.Fires() && hook.Active() && a.Spec.Enabled
+	var notes []string
+	if (v.Stage == trigger.Unread || v.Stage == trigger.Unrouted) && v.Reason != "" {
+		// The delivery reaches no automation, whatever the checks say: the
+		// delivery log gives the same reason.
+		notes = append(notes, v.Reason)
 	}
+	if !a.Spec.Enabled {
+		notes = append(notes, "the automation is disabled: it does not fire")
+	}
+	res.Note = strings.Join(notes, "; ")
 	return res, nil
 }
 

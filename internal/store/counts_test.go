@@ -29,7 +29,12 @@ func TestCounts(t *testing.T) {
 		runs = append(runs, r)
 	}
 	if _, err := s.UpdateRun(runs[3].ID, true, func(r *factory.Run, _ *Batch) error {
-		r.State, r.UpdatedAt = factory.StateSucceeded, r.UpdatedAt.Add(time.Minute)
+		r.UpdatedAt = r.UpdatedAt.Add(time.Minute)
+		for _, st := range []factory.RunState{factory.StateClaimed, factory.StateInProgress, factory.StateSucceeded} {
+			if err := r.MoveTo(st); err != nil {
+				return err
+			}
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

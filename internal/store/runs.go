@@ -74,7 +74,9 @@ var ErrNoChange = errors.New("no change")
 
 // UpdateRun reads a run, lets update change it and add writes of its own
 // to the batch (timeline events, follow-ups), and writes the run with its
-// indexes: one read-modify-write, serialised with every other UpdateRun of
+// indexes, if its change of state (if any) went through the table of
+// states (factory.Run.MoveTo; else factory.ErrTransition, and nothing is
+// written): one read-modify-write, serialised with every other UpdateRun of
 // the same run. durable waits for the disk; a status message need not. It
 // returns the run as written, or as it was when update returned
 // ErrNoChange; any other error of update is returned and nothing is
@@ -98,6 +100,13 @@ func (s *Store) UpdateRun(id string, durable bool, update func(*factory.Run, *Ba
 		}
 		return nil, err
 	}
+	// The one table of states (factory.MoveTo): a change it does not
+	// have is refused, and nothing of the update is written.
+	if err := r.CheckSteps(prev.State); err != nil {
+		b.Abort()
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	r.ForgetSteps()
 	b.PutRun(r, &prev)
 	if durable {
 		err = b.Commit()
@@ -215,11 +224,13 @@ func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
 // DetachRuns is for a store restored from a backup. A run queued or in
 // progress at the backup's instant holds handles on what a backup does
 // not hold: the agent's process on the machine the backup came from, the
-// turn handed to the workers' queue (<data>/nats). They are dropped, so
-// that the server's start-up takes the run as after a crash (a run in
-// progress ends ERROR, retryable; a queued run is queued again) rather
-// than follow a turn no one holds, or kill a process that is not its own.
-// It returns how many runs were in progress and how many queued.
+// turn a worker held through the workers' queue (<data>/nats). They are
+// dropped, so that the server's start-up takes the run as after a crash
+// (a run in progress ends ERROR, retryable; a queued run is queued again)
+// rather than wait for a worker that will never report, or kill a process
+// that is not its own. The turn's record stays, so that the run ends under
+// its attempt. It returns how many runs were in progress and how many
+// queued.
 func (s *Store) DetachRuns() (inProgress, queued int, err error) {
 	live, err := s.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress)
 	if err != nil {
@@ -231,16 +242,57 @@ func (s *Store) DetachRuns() (inProgress, queued int, err error) {
 		} else {
 			inProgress++
 		}
-		_, err := s.UpdateRun(r.ID, true, func(r *factory.Run, _ *Batch) error {
-			if r.Process == nil && r.RemoteTurn == "" && r.ClaimedTurn == "" {
-				return ErrNoChange
-			}
-			r.Process, r.RemoteTurn, r.ClaimedTurn = nil, "", ""
-			return nil
-		})
-		if err != nil {
+		if _, err := s.UpdateRun(r.ID, true, detach); err != nil {
 			return inProgress, queued, err
 		}
 	}
 	return inProgress, queued, nil
+}
+
+// detach drops a live run's handles on its process and its worker.
+func detach(r *factory.Run, _ *Batch) error {
+	changed := r.Process != nil || r.RemoteTurn != "" || r.ClaimedTurn != ""
+	r.Process, r.RemoteTurn, r.ClaimedTurn = nil, "", ""
+	if r.State != factory.StateQueued && r.Current != nil && r.Current.Remote {
+		// A queued run's offer is made again at start-up anyway.
+		turn := *r.Current
+		turn.Remote, r.Current, changed = false, &turn, true
+	}
+	if !changed {
+		return ErrNoChange
+	}
+	return nil
+}
+
+// Key layout of work items (docs/spec/codehosts.md, Work items).
+const (
+	workItemPrefix     = "wi/"     // wi/<factory uid>/<key> → the root run's ID
+	followUpOncePrefix = "runfuk/" // runfuk/<run id>/<key> → nothing: a follow-up sent once
+)
+
+// PutWorkItem records a work item's root run, in the batch that creates
+// it, unless the work item has one.
+func (b *Batch) PutWorkItem(factoryUID, key, runID string) {
+	b.putRaw(workItemPrefix+factoryUID+"/"+key, []byte(runID))
+}
+
+// WorkItem is the root run of a factory's work item.
+func (s *Store) WorkItem(factoryUID, key string) (string, error) {
+	v, err := s.get(workItemPrefix + factoryUID + "/" + key)
+	return string(v), err
+}
+
+// MarkFollowUp notes, in the batch that queues it, that a follow-up of
+// this key was sent to a run.
+func (b *Batch) MarkFollowUp(runID, key string) {
+	b.putRaw(followUpOncePrefix+runID+"/"+key, nil)
+}
+
+// SentFollowUp reports whether a follow-up of this key was sent to a run.
+func (s *Store) SentFollowUp(runID, key string) (bool, error) {
+	_, err := s.get(followUpOncePrefix + runID + "/" + key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -30,8 +30,11 @@ func TestRunsInState(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.UpdateRun("run_3", true, func(r *factory.Run, _ *store.Batch) error {
-		r.State, r.UpdatedAt = factory.StateInProgress, r.UpdatedAt.Add(time.Minute)
-		return nil
+		r.UpdatedAt = r.UpdatedAt.Add(time.Minute)
+		if err := r.MoveTo(factory.StateClaimed); err != nil {
+			return err
+		}
+		return r.MoveTo(factory.StateInProgress)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,18 +73,30 @@ func TestDetachRuns(t *testing.T) {
 	b := s.NewBatch()
 	b.PutRun(&factory.Run{ID: "run_live", State: factory.StateInProgress, CreatedAt: now, UpdatedAt: now,
 		Process: &factory.ProcessRef{PID: 1234, Start: 99}, Worker: "w1"}, nil)
-	b.PutRun(&factory.Run{ID: "run_claimed", State: factory.StateClaimed, CreatedAt: now, UpdatedAt: now, RemoteTurn: "a", ClaimedTurn: "a"}, nil)
-	b.PutRun(&factory.Run{ID: "run_queued", State: factory.StateQueued, CreatedAt: now, UpdatedAt: now, RemoteTurn: "b"}, nil)
+	b.PutRun(&factory.Run{ID: "run_claimed", State: factory.StateClaimed, CreatedAt: now, UpdatedAt: now, Worker: "w2",
+		Current: &factory.TurnRecord{Attempt: "at_a", Remote: true}}, nil)
+	b.PutRun(&factory.Run{ID: "run_legacy", State: factory.StateInProgress, CreatedAt: now, UpdatedAt: now, RemoteTurn: "a", ClaimedTurn: "a"}, nil)
+	b.PutRun(&factory.Run{ID: "run_queued", State: factory.StateQueued, CreatedAt: now, UpdatedAt: now,
+		Current: &factory.TurnRecord{Attempt: "at_b", Remote: true}}, nil)
 	b.PutRun(&factory.Run{ID: "run_done", State: factory.StateSucceeded, CreatedAt: now, UpdatedAt: now, Worker: "w1"}, nil)
 	b.Commit()
 	inProgress, queued, err := s.DetachRuns()
-	if err != nil || inProgress != 2 || queued != 1 {
+	if err != nil || inProgress != 3 || queued != 1 {
 		t.Fatalf("DetachRuns: %d in progress, %d queued, %v", inProgress, queued, err)
 	}
-	for id, state := range map[string]factory.RunState{"run_live": factory.StateInProgress, "run_claimed": factory.StateClaimed, "run_queued": factory.StateQueued, "run_done": factory.StateSucceeded} {
+	for id, state := range map[string]factory.RunState{"run_live": factory.StateInProgress, "run_claimed": factory.StateClaimed,
+		"run_legacy": factory.StateInProgress, "run_queued": factory.StateQueued, "run_done": factory.StateSucceeded} {
 		r, _ := s.Run(id)
 		if r.State != state || r.Process != nil || r.RemoteTurn != "" || r.ClaimedTurn != "" {
 			t.Errorf("%s: %+v", id, r)
 		}
+	}
+	// The claimed run's turn is no longer followed on its worker; the
+	// queued run's offer is left for the start-up to make again.
+	if r, _ := s.Run("run_claimed"); r.Current == nil || r.Current.Attempt != "at_a" || r.Current.Remote || r.Worker != "w2" {
+		t.Errorf("run_claimed: %+v", r.Current)
+	}
+	if r, _ := s.Run("run_queued"); r.Current == nil || !r.Current.Remote {
+		t.Errorf("run_queued: %+v", r.Current)
 	}
 }

@@ -160,12 +160,55 @@ func CheckCron(expr string) error {
 	return err
 }
 
+// CheckInterval reports whether a schedule fires more often than once
+// every min: only @every can (five cron fields fire at most once a
+// minute). An expression that does not parse passes: CheckCron says why.
+func CheckInterval(expr string, min time.Duration) error {
+	s, err := ParseCron(expr)
+	if err != nil {
+		return nil
+	}
+	if c, ok := s.(cron.ConstantDelaySchedule); ok && c.Delay < min {
+		return fmt.Errorf("%s fires more often than %s, the most a schedule may: write @every %s or more", strings.TrimSpace(expr), onceEvery(min), shortDuration(min))
+	}
+	return nil
+}
+
+func onceEvery(d time.Duration) string {
+	if d == time.Minute {
+		return "once a minute"
+	}
+	return "once every " + shortDuration(d)
+}
+
+// shortDuration writes 1m rather than 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Schedule is a parsed cron in UTC whose instants do not depend on when it
 // was parsed: @every D fires at the multiples of D since the Unix epoch
 // (docs/spec/triggers.md), so a restart does not shift them.
 type Schedule struct {
 	every time.Duration // @every, else 0
 	cron  cron.Schedule
+}
+
+// AtLeast is s firing no more often than once every min: an @every of a
+// record made before schedules were bounded fires at the multiples of min
+// instead.
+func (s *Schedule) AtLeast(min time.Duration) *Schedule {
+	if s.every > 0 && s.every < min {
+		return &Schedule{every: min}
+	}
+	return s
 }
 
 // CompileSchedule parses a schedule's cron expression.

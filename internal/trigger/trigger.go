@@ -1,7 +1,8 @@
-// Package trigger decides which events fire an automation. Its one compiled
-// type is used by everything that asks: evaluation of accepted deliveries,
-// the Test filter action, the plan's replay of recent deliveries, and the
-// plan's warnings.
+// Package trigger decides which events fire an automation. Decide is the
+// one answer to "does this delivery fire this automation, and why", asked
+// by evaluation of accepted deliveries, the Test filter action and the
+// plan's replay of recent deliveries alike; its compiled type (Set) also
+// serves the plan's warnings.
 //
 // An event comes from a source: a webhook delivery today; schedules and
 // provider events (GitHub, GitLab, Linear, Slack, Jira) plug in as further

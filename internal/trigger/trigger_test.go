@@ -3,6 +3,7 @@ package trigger_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,7 +135,59 @@ func FuzzParseCron(f *testing.F) {
 			return
 		}
 		_ = s.Next(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+		// What passes the minimum interval fires no more often.
+		if trigger.CheckInterval(expr, time.Minute) == nil {
+			c, err := trigger.CompileSchedule(expr)
+			if err != nil {
+				t.Fatalf("%q parses but does not compile: %v", expr, err)
+			}
+			from := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+			if n := c.Next(from); !n.IsZero() {
+				if m := c.Next(n); !m.IsZero() && m.Sub(n) < time.Minute {
+					t.Fatalf("%q passes the minimum interval and fires %s apart", expr, m.Sub(n))
+				}
+			}
+		}
 	})
+}
+
+// TestCheckInterval: a schedule fires at most once every minimum interval
+// (a minute by default, cron's own bound): only @every can ask for more
+// often, and is refused; a record made before is slowed to the minimum.
+func TestCheckInterval(t *testing.T) {
+	for _, tt := range []struct {
+		cron string
+		min  time.Duration
+		want string // "" passes
+	}{
+		{"@every 1s", time.Minute, "@every 1s fires more often than once a minute, the most a schedule may: write @every 1m or more"},
+		{"@every 1ns", time.Minute, "@every 1ns fires more often than once a minute"},
+		{"@every 59s", time.Minute, "fires more often than once a minute"},
+		{"@every 0.5m", time.Minute, "fires more often than once a minute"},
+		{"@every 60s", time.Minute, ""},
+		{"@every 1m", time.Minute, ""},
+		{"@every 90s", time.Minute, ""},
+		{"* * * * *", time.Minute, ""},
+		{"@hourly", time.Minute, ""},
+		{"@every 90s", 2 * time.Minute, "@every 90s fires more often than once every 2m, the most a schedule may: write @every 2m or more"},
+		{"@every 1s", time.Second, ""},
+		{"@every 30m", time.Hour, "write @every 1h or more"},
+		{"not a cron", time.Minute, ""}, // CheckCron says why
+	} {
+		err := trigger.CheckInterval(tt.cron, tt.min)
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s at least %s: %v, want %q", tt.cron, tt.min, err, tt.want)
+		}
+	}
+	from := time.Date(2026, 11, 24, 9, 0, 0, 500_000_000, time.UTC)
+	fast, _ := trigger.CompileSchedule("@every 1s")
+	if got := fast.AtLeast(time.Minute).Next(from); !got.Equal(time.Date(2026, 11, 24, 9, 1, 0, 0, time.UTC)) {
+		t.Errorf("@every 1s slowed to a minute: next %s", got)
+	}
+	hourly, _ := trigger.CompileSchedule("@hourly")
+	if got := hourly.AtLeast(time.Minute).Next(from); !got.Equal(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("@hourly at least a minute: next %s", got)
+	}
 }
 
 func TestScheduleInstants(t *testing.T) {

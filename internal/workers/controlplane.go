@@ -1,31 +1,32 @@
 package workers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
-	"os"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"factory"
-	"factory/internal/docker"
-	"factory/internal/runtime"
 	"factory/internal/store"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ControlPlane is serve's part: the NATS server (embedded, or a cluster of
-// its own), the dispatcher, the registry, and the in-process worker.
+// its own), the dispatcher (the run manager's host for turns on workers),
+// and the registry. The control plane's own turns run in the run manager.
 type ControlPlane struct {
 	NATS     *Embedded // nil on a cluster of its own
 	URL      string    // the NATS URL workers connect to
 	Registry *Registry
 	disp     *Dispatcher
 	stop     func()
+
+	readyMu sync.Mutex
+	ready   bool
+	readyAt time.Time
 }
 
 // Options of the control plane.
@@ -36,10 +37,12 @@ type Options struct {
 	URL  string
 	Auth Credentials
 	// StoreKey encrypts the embedded server's JetStream store at rest.
-	StoreKey     string
-	Lease        time.Duration // a quiet worker loses its run after this long
-	LocalWorker  bool          // run a worker in this process
-	LocalMaxRuns int
+	StoreKey string
+	Lease    time.Duration // a quiet worker loses its run after this long
+	// Claim records a worker's claim of a turn: the run manager's
+	// (runs.Manager.Claim), which owns the run's state. It may be set
+	// later, before the run manager starts, with SetClaim.
+	Claim func(runID, attempt, worker string) error
 }
 
 // StartControlPlane starts the embedded NATS server (or connects to the
@@ -79,7 +82,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		return nil, fmt.Errorf("the workers' streams: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log}
+	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log, Claim: o.Claim}
 	if err := disp.Start(wctx); err != nil {
 		cancel()
 		nc.Close()
@@ -90,33 +93,9 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	if emb != nil {
 		reg.Connected = emb.Connected // the server knows its connections
 	}
-	done := make(chan struct{})
-	close(done)
-	if o.LocalWorker {
-		// Today's single-binary behaviour, through the same queue as
-		// workers elsewhere.
-		if err := AddWorker(ctx, js, "local"); err != nil {
-			cancel()
-			nc.Close()
-			shutdown()
-			return nil, err
-		}
-		// Its workspaces are the run manager's own (<data>/runs/<run>):
-		// one machine's layout does not change.
-		dir, err := filepath.Abs(dataDir) // an agent's paths do not depend on its working directory
-		if err != nil {
-			cancel()
-			nc.Close()
-			shutdown()
-			return nil, err
-		}
-		w := &Worker{ID: "local", NC: nc, JS: js, MaxRuns: o.LocalMaxRuns, Dir: dir, Log: log.With("worker", "local"),
-			AbandonOnStop: true, SharesFolders: true}
-		done = make(chan struct{})
-		go func() { _ = w.Run(wctx); close(done) }()
-	}
-	log.Info("workers", "nats", redactURL(url), "embedded", emb != nil, "lease", o.Lease, "local_worker", o.LocalWorker)
-	return &ControlPlane{NATS: emb, URL: redactURL(url), Registry: reg, disp: disp, stop: func() { cancel(); <-done; nc.Close(); shutdown() }}, nil
+	log.Info("workers", "nats", redactURL(url), "embedded", emb != nil, "lease", o.Lease)
+	cp := &ControlPlane{NATS: emb, URL: redactURL(url), Registry: reg, disp: disp, stop: func() { cancel(); nc.Close(); shutdown() }}
+	return cp, nil
 }
 
 // upgradeWorkers gives the workers registered before a version added to
@@ -147,95 +126,39 @@ func redactURL(u string) string {
 	return p.String()
 }
 
-// Stop stops the in-process worker, the dispatcher and the NATS server.
+// Stop stops the dispatcher and the NATS server.
 func (cp *ControlPlane) Stop() { cp.stop() }
 
-// RemoteExecutors makes a run manager's environments (exec and ACP) run
-// on workers. A command that is this binary (the built-in demo agent)
-// becomes SelfCommand: each worker runs its own.
-//
-// An environment that runs its agent as another user (user:) stays here:
-// a worker could not keep that boundary, and it is never dropped silently.
-func (cp *ControlPlane) RemoteExecutors(envs map[string]runtime.Environment) {
-	for name, env := range envs {
-		if env.RunAs != nil {
-			continue
-		}
-		switch ex := env.Executor.(type) {
-		case *runtime.ExecExecutor:
-			env.Executor = cp.disp.Executor(selfAsMarker(ex.Command))
-		case *runtime.ACPExecutor:
-			env.Executor = cp.disp.ACPExecutor(selfAsMarker(ex.Command), ex.Permissions)
-		default:
-			continue
-		}
-		envs[name] = env
-	}
+// Host is the run manager's host for turns on workers.
+func (cp *ControlPlane) Host() *Dispatcher { return cp.disp }
+
+// SetClaim sets what records workers' claims (the run manager's Claim):
+// until then, every claim is refused and its turn stays queued.
+func (cp *ControlPlane) SetClaim(claim func(runID, attempt, worker string) error) {
+	cp.disp.mu.Lock()
+	cp.disp.Claim = claim
+	cp.disp.mu.Unlock()
 }
 
-// selfAsMarker replaces this binary at the head of a command with
-// SelfCommand.
-func selfAsMarker(command []string) []string {
-	self, err := os.Executable()
-	if err != nil || len(command) == 0 {
-		return command
+// Ready says whether a worker is connected to take runs that the control
+// plane has no room for (a registered worker, not revoked, connected now).
+// The answer is kept for a second: the run manager asks at each dispatch.
+func (cp *ControlPlane) Ready() bool {
+	cp.readyMu.Lock()
+	defer cp.readyMu.Unlock()
+	if time.Since(cp.readyAt) < time.Second {
+		return cp.ready
 	}
-	resolved, _ := filepath.EvalSymlinks(self)
-	if command[0] != self && command[0] != resolved {
-		return command
-	}
-	return append([]string{SelfCommand}, command[1:]...)
-}
-
-// WorkerOptions are a worker's settings (factory worker's flags).
-type WorkerOptions struct {
-	ID      string
-	NATS    string // the control plane's NATS URL
-	MaxRuns int
-	Dir     string // where the runs' workspaces live
-	// Backend is direct (a process group per run) or docker (a
-	// container per run); DockerNetwork and DockerImage are the docker
-	// backend's network mode and the image of runs whose runner names
-	// none.
-	Backend       string
-	DockerNetwork string
-	DockerImage   string
-}
-
-// Backends a worker runs turns with.
-const (
-	BackendDirect = "direct"
-	BackendDocker = "docker"
-)
-
-// RunWorker connects a worker to its control plane and runs it until ctx
-// ends.
-func RunWorker(ctx context.Context, c Credentials, o WorkerOptions, log *slog.Logger) error {
-	w := &Worker{ID: o.ID, MaxRuns: o.MaxRuns, Dir: o.Dir, Log: log.With("worker", o.ID), DockerImage: o.DockerImage}
-	switch o.Backend {
-	case BackendDirect, "":
-	case BackendDocker:
-		b, err := docker.Open(ctx, o.ID, o.DockerNetwork, w.Log)
-		if err != nil {
-			return fmt.Errorf("the docker backend: %w", err)
-		}
-		defer b.Close()
-		w.Docker = b
-	default:
-		return fmt.Errorf("--backend %s: a worker's backend is direct or docker", o.Backend)
-	}
-	nc, err := Connect(o.NATS, c, "factory worker "+o.ID)
+	cp.ready, cp.readyAt = false, time.Now()
+	ws, err := cp.Registry.Store.Workers()
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
+		return false
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
+	for _, w := range ws {
+		if w.RevokedAt == nil && cp.Registry.Connected != nil && cp.Registry.Connected(w.Name) {
+			cp.ready = true
+			break
+		}
 	}
-	w.NC, w.JS = nc, js
-	log.Info("worker started", "worker", o.ID, "nats", o.NATS, "max_runs", o.MaxRuns, "dir", o.Dir, "backend", cmp.Or(o.Backend, BackendDirect))
-	err = w.Run(ctx)
-	log.Info("worker stopped", "worker", o.ID)
-	return err
+	return cp.ready
 }

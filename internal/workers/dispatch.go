@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,105 +11,37 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"factory"
 	"factory/internal/artifacts"
 	"factory/internal/runtime"
+	"factory/internal/worker"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Assignment is one turn of a run, as a worker gets it: what to run, the
-// prompt and attachments to lay out, and the agent's environment (only
-// it: the control plane's own environment never travels).
-type Assignment struct {
-	RunID       string            `json:"run_id"`
-	Attempt     string            `json:"attempt"` // unique per turn: events name it
-	Command     []string          `json:"command"`
-	Prompt      []byte            `json:"prompt"`
-	FollowUp    string            `json:"follow_up,omitempty"`
-	Env         []string          `json:"env,omitempty"`
-	IdleTimeout time.Duration     `json:"idle_timeout,omitempty"`
-	Timeout     time.Duration     `json:"timeout,omitempty"`
-	Attachments map[string][]byte `json:"attachments,omitempty"`
-	Lease       time.Duration     `json:"lease"`
-	// Files are the run's skills' files, by path in the workspace.
-	Files map[string][]byte `json:"files,omitempty"`
-	// Setup are the runner's setup commands, run on the worker before the
-	// run's first turn; Runner names the runner, Image and Shape are its
-	// container's (the docker backend's).
-	Setup  []string               `json:"setup,omitempty"`
-	Runner string                 `json:"runner,omitempty"`
-	Image  string                 `json:"image,omitempty"`
-	Shape  *factory.InstanceShape `json:"shape,omitempty"`
-	// Executor is how the command runs: exec ("", a plain command) or
-	// acp (an agent over the Agent Client Protocol, with Permissions and
-	// the MCP servers offered to its session).
-	Executor    string                     `json:"executor,omitempty"`
-	Permissions string                     `json:"permissions,omitempty"`
-	MCPServers  map[string]json.RawMessage `json:"mcp_servers,omitempty"`
-}
-
-// ExecutorACP is an assignment's executor for ACP agents.
-const ExecutorACP = "acp"
-
-// SelfCommand stands for the factory binary in an assignment's command
-// (the built-in demo agent is factory demo-agent): each worker runs its
-// own.
-const SelfCommand = "@factory"
-
-// Event is what a worker reports of a turn: claimed (it took it),
-// started (its agent runs), message, heartbeat (the lease renewed), done (with the result and the
-// files the agent left in its output folder).
-type Event struct {
-	RunID   string            `json:"run_id"`
-	Attempt string            `json:"attempt"`
-	Worker  string            `json:"worker"`
-	Kind    string            `json:"kind"`
-	Time    time.Time         `json:"time"`
-	Message string            `json:"message,omitempty"`
-	Result  *runtime.Result   `json:"result,omitempty"`
-	Outputs map[string][]byte `json:"outputs,omitempty"`
-	// OutputObjects name the turn's output files in the worker's object
-	// store (attempt/path), where Outputs would not hold them.
-	OutputObjects []string `json:"output_objects,omitempty"`
-}
-
-// Control asks the worker running a turn to stop it.
-type Control struct {
-	RunID   string `json:"run_id"`
-	Attempt string `json:"attempt"`
-	Action  string `json:"action"` // cancel, interrupt, or ping (are you there?)
-}
-
-// Ping says whether a worker answers on its control subject now: the
-// presence check where the control plane does not run the NATS server.
-func (d *Dispatcher) Ping(worker string) bool {
-	b, _ := json.Marshal(Control{Action: "ping"})
-	_, err := d.NC.Request(controlSubject(worker), b, 500*time.Millisecond)
-	return err == nil
-}
-
-// Dispatcher is the control plane's side: it publishes assignments and
-// routes the workers' events to the turns waiting for them.
+// Dispatcher is the run manager's host for turns on workers: it offers
+// each turn on the runs' work queue, answers the workers' claims through
+// the run manager (Claim), and routes each claimed turn's events to the
+// turn waiting for them.
 type Dispatcher struct {
 	NC    *nats.Conn
 	JS    jetstream.JetStream
 	Lease time.Duration
 	Log   *slog.Logger
-	// The run manager records each turn's attempt (Turn.Attempt) before
-	// the turn is handed over, and its claim when it hears the turn's
-	// claimed phase: a restarted control plane follows the turn again.
+	// Claim records a worker's claim of a turn (the run manager's, which
+	// owns the run's state); an error refuses it. Set before Start.
+	Claim func(runID, attempt, worker string) error
 
 	mu      sync.Mutex
-	waiting map[string]chan Event // by attempt
-	last    map[string]string     // run ID → the worker of its last turn
-	seen    map[string]*Activity  // by worker
+	waiting map[string]chan worker.Event // by attempt
+	seen    map[string]*heardOf          // by worker
 	// orphans are events of turns nobody follows yet (a restarted control
-	// plane hears them before it resumes the turns), by attempt.
-	orphans map[string][]Event
+	// plane hears them before it follows the turns again), by attempt.
+	orphans map[string][]worker.Event
 }
 
 // Orphan events kept at most, in all.
@@ -123,6 +54,13 @@ type Activity struct {
 	LastSeen   time.Time `json:"last_heartbeat"`
 }
 
+// heardOf is what the control plane heard of one worker: the turns it
+// holds (a claim asked again counts once), and when it last said anything.
+type heardOf struct {
+	turns    map[string]bool // by attempt
+	lastSeen time.Time
+}
+
 // Activity is what the control plane heard of each worker since it
 // started.
 func (d *Dispatcher) Activity() map[string]Activity {
@@ -130,32 +68,42 @@ func (d *Dispatcher) Activity() map[string]Activity {
 	defer d.mu.Unlock()
 	out := map[string]Activity{}
 	for w, a := range d.seen {
-		out[w] = *a
+		out[w] = Activity{RunsActive: len(a.turns), LastSeen: a.lastSeen}
 	}
 	return out
 }
 
 // heard notes a worker's event.
-func (d *Dispatcher) heard(e Event) {
+func (d *Dispatcher) heard(e worker.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	a := d.seen[e.Worker]
 	if a == nil {
-		a = &Activity{}
+		a = &heardOf{turns: map[string]bool{}}
 		d.seen[e.Worker] = a
 	}
-	a.LastSeen = time.Now().UTC()
+	if e.Kind != "lost" {
+		a.lastSeen = time.Now().UTC()
+	}
 	switch e.Kind {
 	case "claimed":
-		a.RunsActive++
-	case "done":
-		a.RunsActive = max(a.RunsActive-1, 0)
+		a.turns[e.Attempt] = true
+	case "done", "lost":
+		delete(a.turns, e.Attempt)
 	}
 }
 
+// Ping says whether a worker answers on its control subject now: the
+// presence check where the control plane does not run the NATS server.
+func (d *Dispatcher) Ping(name string) bool {
+	b, _ := json.Marshal(worker.Control{Action: "ping"})
+	_, err := d.NC.Request(controlSubject(name), b, 500*time.Millisecond)
+	return err == nil
+}
+
 // Setup creates the streams and the shared consumer, idempotently: the
-// runs' work queue (each assignment taken once) and the events (kept a
-// day, for a control plane that restarts).
+// runs' work queue (each turn taken once) and the events (kept a day, for
+// a control plane that restarts).
 func Setup(ctx context.Context, js jetstream.JetStream) error {
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: RunsStream, Subjects: []string{"factory.runs.>"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
@@ -170,9 +118,8 @@ func Setup(ctx context.Context, js jetstream.JetStream) error {
 	return err
 }
 
-// AddWorker creates the queue of a worker's own assignments and the
-// object store of its outputs (kept a day, for a control plane that is
-// away).
+// AddWorker creates the queue of a worker's own turns and the object store
+// of its outputs (kept a day, for a control plane that is away).
 func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 	_, err := js.CreateOrUpdateConsumer(ctx, RunsStream, jetstream.ConsumerConfig{Durable: hostConsumer(id), FilterSubject: hostSubject(id),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1})
@@ -183,10 +130,10 @@ func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 	return err
 }
 
-// Start consumes the events stream until ctx ends.
+// Start consumes the events stream and answers claims until ctx ends.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
-	d.waiting, d.last, d.seen, d.orphans = map[string]chan Event{}, map[string]string{}, map[string]*Activity{}, map[string][]Event{}
+	d.waiting, d.seen, d.orphans = map[string]chan worker.Event{}, map[string]*heardOf{}, map[string][]worker.Event{}
 	d.mu.Unlock()
 	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -194,7 +141,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return err
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		var e Event
+		var e worker.Event
 		if json.Unmarshal(m.Data(), &e) == nil {
 			// Who sent it is the subject it came on (a worker may
 			// publish on its own only), never what the event says.
@@ -206,16 +153,50 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	go func() { <-ctx.Done(); cc.Stop() }()
+	sub, err := d.NC.Subscribe(worker.ClaimsSubjects, d.answerClaim)
+	if err != nil {
+		cc.Stop()
+		return err
+	}
+	go func() { <-ctx.Done(); cc.Stop(); _ = sub.Unsubscribe() }()
 	return nil
 }
 
-func (d *Dispatcher) route(e Event) {
+// answerClaim answers a worker's claim of a turn it took from the queue:
+// the run manager records it (the run is CLAIMED, durably) or refuses it;
+// only then does the worker run it. The claimant is the subject the claim
+// came on (a worker may claim on its own only).
+func (d *Dispatcher) answerClaim(m *nats.Msg) {
+	name := strings.TrimPrefix(m.Subject, "factory.claims.")
+	var req worker.ClaimRequest
+	ans := worker.ClaimAnswer{OK: true}
+	d.mu.Lock()
+	claim := d.Claim
+	d.mu.Unlock()
+	switch err := json.Unmarshal(m.Data, &req); {
+	case err != nil || req.RunID == "" || req.Attempt == "":
+		ans = worker.ClaimAnswer{Reason: "not a claim"}
+	case claim == nil:
+		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet", Retry: true}
+	default:
+		if err := claim(req.RunID, req.Attempt, name); err != nil {
+			ans = worker.ClaimAnswer{Reason: err.Error()}
+		}
+	}
+	if ans.OK {
+		crashAt("claimed")
+		d.route(worker.Event{RunID: req.RunID, Attempt: req.Attempt, Worker: name, Kind: "claimed", Time: time.Now().UTC()})
+	}
+	b, _ := json.Marshal(ans)
+	_ = m.Respond(b)
+}
+
+func (d *Dispatcher) route(e worker.Event) {
 	d.heard(e)
 	d.mu.Lock()
 	ch := d.waiting[e.Attempt]
 	if ch == nil {
-		if len(d.orphans) < maxOrphans && len(d.orphans[e.Attempt]) < 200 || e.Kind == "done" {
+		if len(d.orphans) < maxOrphans && len(d.orphans[e.Attempt]) < 200 || e.Kind == "done" || e.Kind == "claimed" {
 			d.orphans[e.Attempt] = append(d.orphans[e.Attempt], e)
 		}
 		d.mu.Unlock()
@@ -225,8 +206,8 @@ func (d *Dispatcher) route(e Event) {
 	select {
 	case ch <- e:
 	default:
-		// The turn's buffer is full: messages may go, the turn's end not.
-		if e.Kind == "done" {
+		// The turn's buffer is full: messages may go, its claim and end not.
+		if e.Kind == "done" || e.Kind == "claimed" {
 			ch <- e
 		}
 	}
@@ -234,8 +215,8 @@ func (d *Dispatcher) route(e Event) {
 
 // register starts following an attempt: its channel gets the events
 // heard before, then the new ones.
-func (d *Dispatcher) register(attempt string) chan Event {
-	ch := make(chan Event, 256)
+func (d *Dispatcher) register(attempt string) chan worker.Event {
+	ch := make(chan worker.Event, 256)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.orphans[attempt] {
@@ -255,69 +236,54 @@ func (d *Dispatcher) unregister(attempt string) {
 	d.mu.Unlock()
 }
 
-// Executor is an executor that runs command on a worker.
-func (d *Dispatcher) Executor(command []string) runtime.Executor {
-	return &remote{d: d, command: command}
-}
-
-// ACPExecutor is an executor that runs an ACP agent on a worker.
-func (d *Dispatcher) ACPExecutor(command []string, permissions string) runtime.Executor {
-	return &remote{d: d, command: command, executor: ExecutorACP, permissions: permissions}
-}
-
-type remote struct {
-	d                     *Dispatcher
-	command               []string
-	executor, permissions string
-}
-
-// Run publishes the turn and follows it: claimed, messages, heartbeats,
-// its end. A worker that goes quiet for longer than the lease ends the
-// turn as ERROR (retryable); cancelling ctx asks the worker to stop.
-func (x *remote) Run(ctx context.Context, t runtime.Turn, events func(runtime.Event)) runtime.Result {
-	d := x.d
-	a, err := assignment(t, x.command, d.Lease)
-	if err != nil {
-		return runtime.Result{State: factory.StateError, Message: "preparing the assignment: " + err.Error()}
-	}
-	a.Executor, a.Permissions, a.MCPServers = x.executor, x.permissions, t.MCPServers
+// Run offers the turn on the queue (the worker it names, else any) and
+// follows it: its claim, the agent's start and messages, heartbeats, its
+// end, with the turn's output files written into its folder here
+// (t.Dir). A claimed turn whose worker goes quiet for longer than the
+// lease ends ERROR (retryable); cancelling ctx takes an unclaimed turn
+// off the queue, or asks the worker to stop it.
+func (d *Dispatcher) Run(ctx context.Context, t *runtime.Turn, events func(runtime.Event)) runtime.Result {
+	a := worker.Assignment{Turn: *t, Lease: d.Lease}
+	a.Command = selfAsMarker(a.Command)
 	ch := d.register(a.Attempt)
 	defer d.unregister(a.Attempt)
-	d.mu.Lock()
 	subject := anySubject
-	switch w := d.last[t.RunID]; {
-	case w != "" && t.FollowUp != "":
-		subject = hostSubject(w) // the workspace is there
-	case t.WorkerHost != "" && validID(t.WorkerHost):
-		subject = hostSubject(t.WorkerHost)
+	if t.Worker != "" && validID(t.Worker) {
+		subject = hostSubject(t.Worker)
 	}
-	d.mu.Unlock()
-	body, _ := json.Marshal(a)
-	published := time.Now()
-	ack, err := d.JS.Publish(ctx, subject, body, jetstream.WithMsgID(a.Attempt))
+	body, err := json.Marshal(a)
 	if err != nil {
-		return runtime.Result{State: factory.StateError, Message: "queueing the run for a worker: " + err.Error()}
+		return runtime.Result{State: factory.StateError, Message: "the turn's assignment: " + err.Error()}
 	}
-	return x.follow(ctx, a.RunID, a.Attempt, turnWait{seq: ack.Sequence, published: published, outputDir: t.OutputDir}, ch, events)
+	crashAt("recorded")
+	published := time.Now()
+	// Published whatever becomes of ctx meanwhile: a cancel is recorded
+	// already and takes the turn back below; a shutdown leaves it offered.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ack, err := d.JS.Publish(pctx, subject, body, jetstream.WithMsgID(a.Attempt))
+	cancel()
+	if err != nil {
+		if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {
+			return runtime.Result{} // offered again after the restart
+		}
+		return runtime.Result{State: factory.StateError, Message: "offering the run to the workers: " + err.Error()}
+	}
+	crashAt("published")
+	return d.follow(ctx, t.RunID, a.Attempt, turnWait{seq: ack.Sequence, published: published, outputDir: t.OutputDir()}, ch, events)
 }
 
-// Resume follows a turn published before the control plane restarted: the
-// events it missed wait in the events stream.
-func (x *remote) Resume(ctx context.Context, r *factory.Run, t runtime.Turn, events func(runtime.Event)) (runtime.Result, bool) {
-	if r.RemoteTurn == "" {
+// Follow follows a turn a worker (t.Worker) claimed before the control
+// plane restarted: the events it missed wait in the events stream.
+func (d *Dispatcher) Follow(ctx context.Context, t *runtime.Turn, events func(runtime.Event)) (runtime.Result, bool) {
+	if t.Attempt == "" || t.Worker == "" {
 		return runtime.Result{}, false
 	}
-	ch := x.d.register(r.RemoteTurn)
-	defer x.d.unregister(r.RemoteTurn)
-	tw := turnWait{published: time.Now(), outputDir: t.OutputDir}
-	if r.ClaimedTurn == r.RemoteTurn {
-		tw.worker = r.Worker
-	}
-	return x.follow(ctx, r.ID, r.RemoteTurn, tw, ch, events), true
+	ch := d.register(t.Attempt)
+	defer d.unregister(t.Attempt)
+	return d.follow(ctx, t.RunID, t.Attempt, turnWait{published: time.Now(), outputDir: t.OutputDir(), worker: t.Worker}, ch, events), true
 }
 
-// follow waits for a turn's events until it ends.
-// turnWait is what following a published turn needs of it.
+// turnWait is what following an offered turn needs of it.
 type turnWait struct {
 	seq       uint64 // its place in the queue (0: not known)
 	published time.Time
@@ -325,67 +291,61 @@ type turnWait struct {
 	worker    string // the worker known to have it
 }
 
-func (x *remote) follow(ctx context.Context, runID, attempt string, tw turnWait, ch chan Event, events func(runtime.Event)) runtime.Result {
-	d := x.d
-	worker := tw.worker
+// follow waits for a turn's events until it ends.
+func (d *Dispatcher) follow(ctx context.Context, runID, attempt string, tw turnWait, ch chan worker.Event, events func(runtime.Event)) runtime.Result {
+	holder := tw.worker
 	lease := time.NewTimer(d.Lease)
 	defer lease.Stop()
 	done := ctx.Done()
 	for {
 		select {
 		case e := <-ch:
-			if worker != "" && e.Worker != worker {
-				d.Log.Warn("an event of a run from a worker that does not hold it", "run", runID, "from", e.Worker, "holder", worker)
+			if holder != "" && e.Worker != holder {
+				d.Log.Warn("an event of a run from a worker that does not hold it", "run", runID, "from", e.Worker, "holder", holder)
 				continue
 			}
 			lease.Reset(d.Lease)
 			switch e.Kind {
 			case "claimed":
-				worker = e.Worker
-				d.claimed(runID, worker, tw.published)
-				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseClaimed, Worker: worker})
+				holder = e.Worker
+				if done == nil {
+					d.stop(ctx, runID, attempt, 0, holder) // cancelled while its claim was answered
+				}
 			case "started":
-				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseStarted})
+				events(runtime.Event{Time: e.Time, Phase: runtime.PhaseStarted, Worker: e.Worker})
 			case "message":
 				events(runtime.Event{Time: e.Time, Message: e.Message})
 			case "done":
 				return d.finished(e, tw.outputDir)
 			}
 		case <-lease.C:
-			if worker == "" {
+			if holder == "" {
 				lease.Reset(d.Lease) // still queued: no lease runs yet
 				continue
 			}
 			// Should it be only cut off, it stops the turn when it hears this.
-			x.stop(ctx, runID, attempt, 0, worker)
+			d.stop(ctx, runID, attempt, 0, holder)
+			d.heard(worker.Event{Worker: holder, Attempt: attempt, Kind: "lost"})
 			return runtime.Result{State: factory.StateError, Code: "worker_lost",
-				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", worker, d.Lease)}
+				Message: fmt.Sprintf("worker %s stopped answering (no heartbeat for %s); send a follow-up to run it again", holder, d.Lease)}
 		case <-done:
 			if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {
-				return runtime.Result{} // the control plane stops; the turn goes on, to be resumed
+				return runtime.Result{} // the control plane stops; the turn goes on, to be followed again
 			}
 			done = nil
-			x.stop(ctx, runID, attempt, tw.seq, worker)
-			if worker == "" {
+			d.stop(ctx, runID, attempt, tw.seq, holder)
+			if holder == "" {
 				return runtime.Result{State: factory.StateCancelled, Message: "cancelled before a worker took it"}
 			}
 		}
 	}
 }
 
-// claimed notes the worker that took a turn: a follow-up goes to it.
-func (d *Dispatcher) claimed(runID, worker string, published time.Time) {
-	d.mu.Lock()
-	d.last[runID] = worker
-	d.mu.Unlock()
-	d.Log.Info("run claimed", "run", runID, "worker", worker, "after", time.Since(published))
-}
-
-// stop takes a turn back: out of the queue if no worker has it, else a
-// word to the worker that has it.
-func (x *remote) stop(ctx context.Context, runID, attempt string, seq uint64, worker string) {
-	d := x.d
-	if worker == "" {
+// stop takes a turn back: off the queue if no worker has it (a worker
+// that took it meanwhile has its claim refused), else a word to the worker
+// that has it.
+func (d *Dispatcher) stop(ctx context.Context, runID, attempt string, seq uint64, holder string) {
+	if holder == "" {
 		if s, err := d.JS.Stream(context.Background(), RunsStream); err == nil && seq > 0 {
 			_ = s.DeleteMsg(context.Background(), seq)
 		}
@@ -395,16 +355,16 @@ func (x *remote) stop(ctx context.Context, runID, attempt string, seq uint64, wo
 	if errors.Is(context.Cause(ctx), runtime.ErrInterrupted) {
 		action = "interrupt"
 	}
-	b, _ := json.Marshal(Control{RunID: runID, Attempt: attempt, Action: action})
-	if err := d.NC.Publish(controlSubject(worker), b); err != nil {
-		d.Log.Error("asking a worker to stop a run", "run", runID, "worker", worker, "err", err)
+	b, _ := json.Marshal(worker.Control{RunID: runID, Attempt: attempt, Action: action})
+	if err := d.NC.Publish(controlSubject(holder), b); err != nil {
+		d.Log.Error("asking a worker to stop a run", "run", runID, "worker", holder, "err", err)
 	}
 }
 
 // finished is a turn's result, with the agent's output files written
 // where the control plane collects artifacts from: those the event holds,
 // and those in the worker's object store (taken out of it).
-func (d *Dispatcher) finished(e Event, outputDir string) runtime.Result {
+func (d *Dispatcher) finished(e worker.Event, outputDir string) runtime.Result {
 	if e.Result == nil {
 		return runtime.Result{State: factory.StateError, Message: "the worker sent no result"}
 	}
@@ -422,7 +382,7 @@ func (d *Dispatcher) finished(e Event, outputDir string) runtime.Result {
 // takeObjects copies a turn's output files out of its worker's object
 // store into outputDir, each at most artifacts.MaxFileBytes, and deletes
 // them there.
-func (d *Dispatcher) takeObjects(e Event, outputDir string) {
+func (d *Dispatcher) takeObjects(e worker.Event, outputDir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	obs, err := d.JS.ObjectStore(ctx, outputsBucket(e.Worker))
@@ -469,57 +429,30 @@ func outputPath(outputDir, name string) (string, bool) {
 	return p, os.MkdirAll(filepath.Dir(p), 0o700) == nil
 }
 
-// assignment builds a turn's assignment from its laid-out workspace.
-func assignment(t runtime.Turn, command []string, lease time.Duration) (*Assignment, error) {
-	prompt, err := os.ReadFile(t.PromptFile)
-	if err != nil {
-		return nil, err
+// selfAsMarker replaces this binary at the head of a command with
+// worker.SelfCommand: each worker runs its own.
+func selfAsMarker(command []string) []string {
+	self, err := os.Executable()
+	if err != nil || len(command) == 0 {
+		return command
 	}
-	a := &Assignment{RunID: t.RunID, Attempt: cmp.Or(t.Attempt, factory.NewUID("at_")), Command: command, Prompt: prompt, FollowUp: t.FollowUp,
-		Env: t.Env, IdleTimeout: t.IdleTimeout, Timeout: t.Timeout, Lease: lease, Attachments: map[string][]byte{}}
-	if err := withSetup(a, t); err != nil {
-		return nil, err
+	resolved, _ := filepath.EvalSymlinks(self)
+	if command[0] != self && command[0] != resolved {
+		return command
 	}
-	entries, _ := os.ReadDir(t.AttachmentsDir)
-	for _, en := range entries {
-		if en.Type().IsRegular() {
-			b, err := os.ReadFile(filepath.Join(t.AttachmentsDir, en.Name()))
-			if err != nil {
-				return nil, err
-			}
-			a.Attachments[en.Name()] = b
-		}
-	}
-	return a, nil
+	return append([]string{worker.SelfCommand}, command[1:]...)
 }
 
-// withSetup adds the run's setup to its assignment: the skills' files (as
-// laid out in the control plane's workspace), the runner's image and
-// shape, and its setup commands on the run's first turn.
-func withSetup(a *Assignment, t runtime.Turn) error {
-	s := t.Setup
-	if s == nil {
-		return nil
+// crashStep is the step of dispatch at which this process kills itself
+// (FACTORY_TEST_CRASH_AT: recorded, published or claimed), for the tests
+// that a control plane's SIGKILL at each step loses no run. It is not a
+// feature: nothing but those tests sets it.
+var crashStep = os.Getenv("FACTORY_TEST_CRASH_AT")
+
+// crashAt kills this process, as a power cut would, at the named step.
+func crashAt(step string) {
+	if crashStep == step {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
 	}
-	a.Runner, a.Image, a.Shape = s.Runner, s.DockerImage, s.InstanceShape
-	if t.SetupNow {
-		a.Setup = s.SetupCommands
-	}
-	if len(s.Files) == 0 {
-		return nil
-	}
-	root, err := os.OpenRoot(t.Workspace)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	a.Files = map[string][]byte{}
-	for _, p := range s.Files {
-		b, err := root.ReadFile(p)
-		if err != nil {
-			return fmt.Errorf("skill file %s: %w", p, err)
-		}
-		a.Files[p] = b
-	}
-	return nil
 }

@@ -1,8 +1,10 @@
-// Package workers runs runs on other machines (docs/spec/workers.md): the
-// control plane publishes each turn as an assignment to a NATS JetStream
-// work queue, a worker claims it, runs it with the same executors as the
-// control plane, and publishes its events back. NATS carries everything;
-// this package adds the assignment's shape, leases and routing.
+// Package workers is the control plane's side of runs on other machines
+// (docs/spec/workers.md): the NATS server it embeds (or a cluster's), the
+// workers' registry and permissions, and the dispatcher, the run
+// manager's host for turns on workers: it offers each turn on a NATS
+// JetStream work queue, answers the workers' claims through the run
+// manager, and follows each claimed turn's events and lease. The worker's
+// side, and the wire both speak, are package worker's.
 package workers
 
 import (
@@ -16,50 +18,46 @@ import (
 	"sync"
 	"time"
 
+	"factory/internal/worker"
+
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
-// Subjects and streams. Assignments: factory.runs.any (any worker) and
-// factory.runs.host.<id> (the worker of that --id: a workerHost, or the
-// worker that ran a run's earlier turns). Events: factory.events.<id>.
-// Control (cancel, interrupt): factory.control.<id>, plain NATS.
+// The wire both sides speak is package worker's; these are its names here.
 const (
-	RunsStream   = "FACTORY_RUNS"
-	EventsStream = "FACTORY_EVENTS"
-	anySubject   = "factory.runs.any"
-	anyConsumer  = "any"
+	RunsStream   = worker.RunsStream
+	EventsStream = worker.EventsStream
+	anySubject   = worker.AnySubject
+	anyConsumer  = worker.AnyConsumer
+	ControlUser  = worker.ControlUser
 )
 
-func hostSubject(id string) string   { return "factory.runs.host." + id }
-func hostConsumer(id string) string  { return "host-" + id }
-func eventsSubject(id string) string { return "factory.events." + id }
-func controlSubject(id string) string {
-	return "factory.control." + id
-}
-func inboxPrefix(id string) string { return "_INBOX_" + id }
+var (
+	hostSubject    = worker.HostSubject
+	hostConsumer   = worker.HostConsumer
+	controlSubject = worker.ControlSubject
+	outputsBucket  = worker.OutputsBucket
+	validID        = worker.ValidID
+)
 
-// outputsBucket is the object store a worker puts its turns' output files
-// in (one per worker: it may write to its own only); the control plane
-// takes them out when it applies the turn's end.
-func outputsBucket(id string) string { return "FACTORY_OUTPUTS_" + id }
+// Credentials are one NATS user's (worker.Credentials).
+type Credentials = worker.Credentials
 
-// ControlUser is the control plane's own NATS user.
-const ControlUser = "factory-control-plane"
+// Permissions are a NATS user's subjects (worker.Permissions).
+type Permissions = worker.Permissions
 
-// Credentials are one NATS user's: a worker's (from factory workers
-// create) or the control plane's.
-type Credentials struct {
-	User     string `json:"user"`
-	Password string `json:"password,omitempty"`
-	// On a NATS cluster of its own (serve --nats) the cluster's operator
-	// makes the users: a JWT credentials file or an nkey seed file, on
-	// the machine that connects; or a user and password in the URL.
-	CredsFile string `json:"-"`
-	NkeyFile  string `json:"-"`
-	// NkeySeed is the worker's own nkey (factory workers create --nkey),
-	// instead of a password: its seed signs the server's challenge.
-	NkeySeed string `json:"nkey_seed,omitempty"`
+// CredentialsFile is what factory workers create prints
+// (worker.CredentialsFile).
+type CredentialsFile = worker.CredentialsFile
+
+// WorkerPermissions are a worker's subjects (worker.WorkerPermissions).
+func WorkerPermissions(id string) Permissions { return worker.WorkerPermissions(id) }
+
+// Connect opens a NATS connection (worker.Connect).
+func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
+	return worker.Connect(url, c, name)
 }
 
 // Accounts checks who may connect to the embedded server, and gives each
@@ -129,44 +127,8 @@ func (a *Accounts) checkNkey(c server.ClientAuthentication, o *server.ClientOpts
 	return true
 }
 
-// Permissions are the subjects a NATS user may publish and subscribe to,
-// everything else denied; a user may answer the requests it hears
-// (AllowResponses: a worker answers the control plane's presence checks).
-type Permissions struct {
-	Publish        []string `json:"publish"`
-	Subscribe      []string `json:"subscribe"`
-	AllowResponses bool     `json:"allow_responses"`
-}
-
-// WorkerPermissions deny by default: a worker pulls from the shared queue
-// and its own, acknowledges what it took, publishes its own events, and
-// hears its own control subject; replies come to its own inbox. A NATS
-// cluster of its own gives each worker's user these (docs/workers.md).
-func WorkerPermissions(id string) Permissions {
-	return Permissions{
-		Publish: []string{
-			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + anyConsumer,
-			"$JS.API.CONSUMER.MSG.NEXT." + RunsStream + "." + hostConsumer(id),
-			"$JS.API.CONSUMER.INFO." + RunsStream + "." + anyConsumer,
-			"$JS.API.CONSUMER.INFO." + RunsStream + "." + hostConsumer(id),
-			"$JS.ACK." + RunsStream + "." + anyConsumer + ".>",
-			"$JS.ACK." + RunsStream + "." + hostConsumer(id) + ".>",
-			eventsSubject(id),
-			// Its own object store: bind it, put files (chunks, then
-			// the meta), read a name's meta, purge a failed put's chunks.
-			"$JS.API.STREAM.INFO.OBJ_" + outputsBucket(id),
-			"$JS.API.STREAM.MSG.GET.OBJ_" + outputsBucket(id),
-			"$JS.API.DIRECT.GET.OBJ_" + outputsBucket(id) + ".>",
-			"$JS.API.STREAM.PURGE.OBJ_" + outputsBucket(id),
-			"$O." + outputsBucket(id) + ".>",
-		},
-		Subscribe:      []string{inboxPrefix(id) + ".>", controlSubject(id)},
-		AllowResponses: true,
-	}
-}
-
 // ServerPermissions are p as the NATS server takes them.
-func (p Permissions) ServerPermissions() *server.Permissions {
+func ServerPermissions(p Permissions) *server.Permissions {
 	sp := &server.Permissions{Publish: &server.SubjectPermission{Allow: p.Publish}, Subscribe: &server.SubjectPermission{Allow: p.Subscribe}}
 	if p.AllowResponses {
 		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
@@ -175,20 +137,7 @@ func (p Permissions) ServerPermissions() *server.Permissions {
 }
 
 func workerPermissions(id string) *server.Permissions {
-	return WorkerPermissions(id).ServerPermissions()
-}
-
-// validID is what a worker's name may be: it is part of subjects.
-func validID(id string) bool {
-	if id == "" || len(id) > 64 || id == ControlUser {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return ServerPermissions(WorkerPermissions(id))
 }
 
 // ValidID says whether a worker's name can be used.

@@ -44,13 +44,19 @@ type proc struct {
 
 func start(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, args...)
+}
+
+// startEnv is start with more of the environment.
+func startEnv(t testing.TB, name string, env []string, args ...string) *proc {
+	t.Helper()
 	out, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary(t), args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "FACTORY_API_KEY=")
+	cmd.Env = append(append(os.Environ(), "FACTORY_API_KEY="), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -468,12 +474,12 @@ func TestControlPlaneRestart(t *testing.T) {
 }
 
 // TestLocalWorker: without --no-local-worker the control plane runs its
-// runs itself, through the same queue.
+// runs itself, in its own process (its own host, not through the queue).
 func TestLocalWorker(t *testing.T) {
 	cl := controlPlane(t, 2*time.Second, "--no-local-worker=false")
 	id := cl.create(t, "quick")
 	r := cl.wait(t, id, 20*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
-	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != "local" || len(r.Artifacts) == 0 {
+	if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.UID != factory.Executor.UID || len(r.Artifacts) == 0 {
 		t.Fatalf("%s on %+v, artifacts %+v", r.State, r.Executor, r.Artifacts)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"factory"
 	"factory/internal/store"
+	"factory/internal/worker"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -31,15 +32,6 @@ type Registry struct {
 	// External is a NATS cluster of its own (serve --nats): its operator
 	// makes the workers' users; a worker here is its queue and record.
 	External bool
-}
-
-// CredentialsFile is what factory workers create prints and factory
-// worker --creds reads. On a NATS cluster of its own it has no password:
-// the cluster's operator makes the worker's user, with Permissions.
-type CredentialsFile struct {
-	Credentials
-	URL         string       `json:"nats_url"`
-	Permissions *Permissions `json:"permissions,omitempty"`
 }
 
 // Lookup is Accounts.Worker over the store.
@@ -72,8 +64,8 @@ const AuthNkey = "nkey"
 // Create registers a worker and returns its credentials, once: a password,
 // or with auth AuthNkey an nkey seed.
 func (g *Registry) Create(ctx context.Context, name, auth string) (*CredentialsFile, error) {
-	if !validID(name) {
-		return nil, factory.Errorf(factory.EINVALID, "worker name %q: 1 to 64 of a-z A-Z 0-9 - _", name)
+	if p := worker.IDProblem(name); p != "" {
+		return nil, factory.Errorf(factory.EINVALID, "%s", p)
 	}
 	if w, err := g.Store.Worker(name); err == nil && w.RevokedAt == nil {
 		return nil, factory.Errorf(factory.ECONFLICT, "worker %s exists: revoke it first to make new credentials", name)

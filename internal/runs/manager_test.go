@@ -1,4 +1,4 @@
-package runtime_test
+package runs_test
 
 import (
 	"context"
@@ -16,13 +16,15 @@ import (
 
 	"factory"
 
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
+	"factory/internal/testproc"
 )
 
 type fixture struct {
 	t     *testing.T
-	m     *runtime.Manager
+	m     *runs.Manager
 	s     *store.Store
 	dir   string
 	stop  context.CancelFunc
@@ -37,8 +39,8 @@ func newManager(t *testing.T, dir string, max int, script string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: filepath.Join(dir, "data"), MaxConcurrent: max,
-		Environments:       map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}}},
+	m := runs.NewManager(runs.Config{Store: s, DataDir: filepath.Join(dir, "data"), MaxConcurrent: max,
+		Environments:       map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}}},
 		DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.Start(ctx); err != nil {
@@ -71,8 +73,8 @@ func (f *fixture) wait(id string, state factory.RunState) *factory.Run {
 
 func (f *fixture) create(prompt string) *factory.Run {
 	f.t.Helper()
-	r, err := f.m.Create(runtime.CreateRequest{Prompt: prompt, Source: "API",
-		Attachments: []runtime.AttachmentData{{Name: "event-payload.json", Data: []byte(`{"a":1}`)}}})
+	r, err := f.m.Create(runs.CreateRequest{Prompt: prompt, Source: "API",
+		Attachments: []runs.AttachmentData{{Name: "event-payload.json", Data: []byte(`{"a":1}`)}}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -97,11 +99,11 @@ func TestRunLifecycle(t *testing.T) {
 			messages = append(messages, e.Message)
 		}
 	}
-	if strings.Join(kinds, ",") != "created,started,message,message,message,message,finished" ||
+	if strings.Join(kinds, ",") != "created,claimed,started,message,message,message,message,finished" ||
 		messages[0] != "# Fix the build" || messages[2] != `{"a":1}` || !strings.HasSuffix(messages[3], "/workspace/attachments") {
 		t.Fatalf("timeline %v %q", kinds, messages)
 	}
-	if _, err := f.m.Create(runtime.CreateRequest{Prompt: "x", Environment: "nope"}); !errors.Is(err, runtime.ErrUnknownEnvironment) {
+	if _, err := f.m.Create(runs.CreateRequest{Prompt: "x", Environment: "nope"}); !errors.Is(err, runs.ErrUnknownEnvironment) {
 		t.Fatalf("unknown environment: %v", err)
 	}
 }
@@ -149,10 +151,10 @@ func TestCancel(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "pid"), b, 0o644)
 	noneLeft(t, dir)
 	// A finished run cannot be cancelled.
-	if _, err := f.m.Cancel(r.ID); !errors.Is(err, runtime.ErrTerminal) {
+	if _, err := f.m.Cancel(r.ID); !errors.Is(err, runs.ErrTerminal) {
 		t.Fatalf("cancel of a cancelled run: %v", err)
 	}
-	if _, err := f.m.Cancel("run_nope"); !errors.Is(err, runtime.ErrNotFound) {
+	if _, err := f.m.Cancel("run_nope"); !errors.Is(err, runs.ErrNotFound) {
 		t.Fatalf("cancel of an unknown run: %v", err)
 	}
 }
@@ -269,15 +271,15 @@ func TestAgentsRunAsAnotherUser(t *testing.T) {
 	defer s.Close()
 	os.WriteFile(filepath.Join(data, "admin-api-key"), []byte("fk_the_admin_key\n"), 0o600)
 	script := `id -u > whoami; cat PROMPT.md > seen; if cat ../../../admin-api-key; then echo LEAKED; fi; echo done > done`
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}},
+	m := runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}},
 			RunAs: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); m.Wait() }()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := m.Create(runtime.CreateRequest{Prompt: "Read the key.", Source: "API"})
+	r, err := m.Create(runs.CreateRequest{Prompt: "Read the key.", Source: "API"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,14 +321,14 @@ func TestRunErrorCodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", DefaultIdleTimeout: 200 * time.Millisecond,
+		m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "sh", DefaultIdleTimeout: 200 * time.Millisecond,
 			Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runtime.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 100 * time.Millisecond}}}})
+			Environments: map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 100 * time.Millisecond}}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := m.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r, err := m.Create(runtime.CreateRequest{Prompt: "go", Source: "API"})
+		r, err := m.Create(runs.CreateRequest{Prompt: "go", Source: "API"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +351,7 @@ func TestFollowUpAttachmentsStayInTheWorkspace(t *testing.T) {
 	f := newManager(t, dir, 2, `rm -rf attachments && ln -s `+outside+` attachments && echo done`)
 	r := f.create("start")
 	f.wait(r.ID, factory.StateSucceeded)
-	_, _, err := f.m.SendFollowUp(r.ID, "with a file", []runtime.AttachmentData{{Name: "authorized_keys", Data: []byte("ssh-ed25519 AAAA")}})
+	_, _, err := f.m.SendFollowUp(r.ID, "with a file", []runs.AttachmentData{{Name: "authorized_keys", Data: []byte("ssh-ed25519 AAAA")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +362,9 @@ func TestFollowUpAttachmentsStayInTheWorkspace(t *testing.T) {
 	if !strings.Contains(got.StatusMessage.Message, "preparing the workspace") {
 		t.Errorf("status: %+v", got.StatusMessage)
 	}
-	if _, _, err := f.m.SendFollowUp(r.ID, "again", []runtime.AttachmentData{{Name: "authorized_keys", Data: []byte("x")}}); !errors.Is(err, runtime.ErrAttachmentName) {
+	if _, _, err := f.m.SendFollowUp(r.ID, "again", []runs.AttachmentData{{Name: "authorized_keys", Data: []byte("x")}}); !errors.Is(err, runtime.ErrAttachmentName) {
 		t.Errorf("a second attachment of the same name: %v", err)
 	}
 }
+
+func noneLeft(t *testing.T, dir string) { testproc.NoneLeft(t, dir) }

@@ -1,4 +1,4 @@
-package runtime_test
+package runs_test
 
 import (
 	"os"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/testproc"
 )
 
 // reapScript is an agent that starts a child in its group and waits.
@@ -42,12 +43,12 @@ func TestAgentsDieWithTheServer(t *testing.T) {
 
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
-	for deadline := time.Now().Add(5 * time.Second); alive(agent); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); testproc.Alive(agent); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent (pid %d) outlived the server", agent)
 		}
 	}
-	if !alive(grandchild) {
+	if !testproc.Alive(grandchild) {
 		t.Fatal("the agent's child died with it: nothing is left for the restart to reap, the test proves nothing")
 	}
 
@@ -56,7 +57,7 @@ func TestAgentsDieWithTheServer(t *testing.T) {
 	if r.Process != nil || !r.StatusMessage.Retryable {
 		t.Fatalf("after the restart: %+v", r)
 	}
-	for deadline := time.Now().Add(5 * time.Second); alive(grandchild); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); testproc.Alive(grandchild); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent's child (pid %d) outlived the restart", grandchild)
 		}

@@ -1,4 +1,4 @@
-package workers
+package worker
 
 import (
 	"cmp"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,8 +23,8 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Worker claims assignments and runs them (the direct backend: a process
-// group in a per-run workspace under Dir).
+// Worker claims turns and runs them: a process group in a per-run folder
+// under Dir (the direct backend), or a container (docker).
 type Worker struct {
 	ID      string
 	NC      *nats.Conn
@@ -34,28 +33,16 @@ type Worker struct {
 	Dir     string
 	Log     *slog.Logger
 	// Docker, when set, runs each run in a container (the docker
-	// backend); DockerImage is the image of runs whose runner names none.
+	// backend); DockerImage is the image of runs whose runner names
+	// none.
 	Docker      *docker.Backend
 	DockerImage string
-	// AbandonOnStop stops the turns it holds when ctx ends, instead of
-	// letting them finish: the control plane's in-process worker, which
-	// stops with its server (the runs then end ERROR, retryable, as a
-	// single server's runs do when it stops).
-	AbandonOnStop bool
-	// SharesFolders says this worker's run folders are the run
-	// manager's own (the in-process worker): the manager has laid the
-	// workspace out already and collects the output where it is, so
-	// neither is done again.
-	SharesFolders bool
 
 	outputs jetstream.ObjectStore // this worker's, nil without one
 	mu      sync.Mutex
 	active  map[string]context.CancelCauseFunc // by attempt
 	wg      sync.WaitGroup
 }
-
-// errAbandoned ends the turns of a worker stopped with its server.
-var errAbandoned = errors.New("the server stopped while the run was in progress")
 
 // maxOutputs bounds the files a turn sends back.
 const maxOutputs = 4 << 20
@@ -82,10 +69,14 @@ func Connect(url string, c Credentials, name string) (*nats.Conn, error) {
 		}
 		opts = append(opts, o)
 	case c.Password != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
+		user := c.PasswordUser
+		if user == "" {
+			user = c.User
+		}
+		opts = append(opts, nats.UserInfo(user, c.Password))
 	}
 	if c.User != ControlUser {
-		opts = append(opts, nats.CustomInboxPrefix(inboxPrefix(c.User)))
+		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(c.User)))
 	}
 	return nats.Connect(url, opts...)
 }
@@ -98,33 +89,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.MaxRuns = 4
 	}
 	w.reapLeftovers()
-	host, err := w.JS.Consumer(ctx, RunsStream, hostConsumer(w.ID))
+	host, err := w.JS.Consumer(ctx, RunsStream, HostConsumer(w.ID))
 	if err != nil {
 		return fmt.Errorf("this worker's queue: %w (is it created with factory workers create %s?)", err, w.ID)
 	}
-	shared, err := w.JS.Consumer(ctx, RunsStream, anyConsumer)
+	shared, err := w.JS.Consumer(ctx, RunsStream, AnyConsumer)
 	if err != nil {
 		return fmt.Errorf("the shared queue: %w", err)
 	}
-	if w.outputs, err = w.JS.ObjectStore(ctx, outputsBucket(w.ID)); err != nil {
+	if w.outputs, err = w.JS.ObjectStore(ctx, OutputsBucket(w.ID)); err != nil {
 		// A worker registered before object stores: its outputs go in
 		// its events, as then.
 		w.Log.Warn("no object store for this worker's outputs: they go in its events, at most 4 MiB a turn", "err", err)
 		w.outputs = nil
 	}
-	sub, err := w.NC.Subscribe(controlSubject(w.ID), w.control)
+	sub, err := w.NC.Subscribe(ControlSubject(w.ID), w.control)
 	if err != nil {
 		return err
 	}
 	defer sub.Unsubscribe()
 	w.claimLoop(ctx, host, shared, make(chan struct{}, w.MaxRuns))
-	if w.AbandonOnStop {
-		w.mu.Lock()
-		for _, cancel := range w.active {
-			cancel(errAbandoned)
-		}
-		w.mu.Unlock()
-	}
 	w.Log.Info("draining: waiting for the runs this worker holds")
 	w.wg.Wait()
 	return nil
@@ -153,14 +137,12 @@ func (w *Worker) claimLoop(ctx context.Context, host, shared jetstream.Consumer,
 			continue
 		}
 		var a Assignment
-		if json.Unmarshal(got.Data(), &a) != nil || a.RunID == "" {
+		if json.Unmarshal(got.Data(), &a) != nil || a.RunID == "" || a.Attempt == "" {
 			_ = got.Term()
 			<-slots
 			continue
 		}
-		// Acknowledged and confirmed before anything runs: the queue
-		// hands the assignment to no one else.
-		if err := got.DoubleAck(ctx); err != nil {
+		if !w.claim(ctx, got, &a) {
 			<-slots
 			continue
 		}
@@ -170,6 +152,75 @@ func (w *Worker) claimLoop(ctx context.Context, host, shared jetstream.Consumer,
 			w.runTurn(&a)
 		}()
 	}
+}
+
+// claim asks the control plane for a turn taken from the queue, and takes
+// it off the queue once the control plane has recorded the claim: a worker
+// that dies between the two leaves a claimed run the lease ends, never one
+// waiting for a worker that will not come. A refused claim (the run was
+// cancelled, or its turn is another worker's or was offered again) drops
+// the turn; no answer (the control plane restarts) leaves it in the queue
+// for a moment later.
+func (w *Worker) claim(ctx context.Context, m jetstream.Msg, a *Assignment) bool {
+	w.mu.Lock()
+	_, running := w.active[a.Attempt]
+	w.mu.Unlock()
+	if running {
+		_ = m.Term() // offered twice: this worker runs it already
+		return false
+	}
+	// A claim asked is seen through, even when the worker is told to
+	// drain meanwhile: the control plane may have recorded it, and a
+	// drain runs what the worker holds.
+	ctx = context.WithoutCancel(ctx)
+	ans, err := w.askClaim(ctx, a)
+	if err != nil || ans.Retry {
+		// Offered again in a moment; should the control plane have
+		// recorded the claim without its answer reaching here, the claim
+		// again is this worker's still (within the lease).
+		w.Log.Warn("claiming a run: the control plane cannot answer now; the run stays in the queue", "run", a.RunID, "err", err)
+		_ = m.NakWithDelay(claimRetry)
+		return false
+	}
+	if !ans.OK {
+		w.Log.Info("a run's turn is not this worker's to run", "run", a.RunID, "attempt", a.Attempt, "reason", ans.Reason)
+		_ = m.Term()
+		return false
+	}
+	// Off the queue: no one else is handed it. Should the acknowledgement
+	// fail, a copy offered again is refused at its claim.
+	if err := m.DoubleAck(ctx); err != nil {
+		w.Log.Warn("acknowledging a claimed run", "run", a.RunID, "err", err)
+	}
+	return true
+}
+
+// claimRetry is how long a turn whose claim got no answer waits in the
+// queue before it is offered again.
+const claimRetry = 250 * time.Millisecond
+
+// claimWait bounds the control plane's answer to a claim: a fraction of
+// the lease, so that a claim recorded whose answer was lost is claimed
+// again before the lease ends it.
+func claimWait(lease time.Duration) time.Duration {
+	return min(max(lease/2, 500*time.Millisecond), 5*time.Second)
+}
+
+// askClaim sends a claim and reads the control plane's answer; a
+// connection that is down answers at once.
+func (w *Worker) askClaim(ctx context.Context, a *Assignment) (ClaimAnswer, error) {
+	if !w.NC.IsConnected() {
+		return ClaimAnswer{}, nats.ErrConnectionClosed
+	}
+	req, _ := json.Marshal(ClaimRequest{RunID: a.RunID, Attempt: a.Attempt})
+	ctx, cancel := context.WithTimeout(ctx, claimWait(a.Lease))
+	defer cancel()
+	var ans ClaimAnswer
+	reply, err := w.NC.RequestWithContext(ctx, ClaimSubject(w.ID), req)
+	if err == nil {
+		err = json.Unmarshal(reply.Data, &ans)
+	}
+	return ans, err
 }
 
 // sharedWait is how long one look at the shared queue waits for a run: a
@@ -219,8 +270,8 @@ func (w *Worker) control(m *nats.Msg) {
 	}
 }
 
-// runTurn lays a turn out, runs it, and reports it, renewing its lease
-// every third of it while it runs.
+// runTurn runs a claimed turn and reports it, renewing its lease every
+// third of it while it runs.
 func (w *Worker) runTurn(a *Assignment) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -229,18 +280,14 @@ func (w *Worker) runTurn(a *Assignment) {
 	w.mu.Unlock()
 	defer func() { w.mu.Lock(); delete(w.active, a.Attempt); w.mu.Unlock() }()
 	w.Log.Info("run started", "run", a.RunID, "attempt", a.Attempt)
-	w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "claimed"})
 	stop := make(chan struct{})
 	go w.heartbeat(a, stop)
 	res, outDir := w.execute(ctx, a)
 	done := Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "done", Result: &res}
-	if outDir != "" && !w.SharesFolders {
+	if outDir != "" {
 		w.attachOutputs(&done, outDir)
 	}
 	close(stop)
-	if errors.Is(context.Cause(ctx), errAbandoned) {
-		res = runtime.Result{State: factory.StateError, Message: errAbandoned.Error() + "; send a follow-up to continue it", Stderr: res.Stderr}
-	}
 	w.Log.Info("run ended", "run", a.RunID, "attempt", a.Attempt, "state", res.State)
 	w.publish(done)
 }
@@ -259,55 +306,41 @@ func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
 	}
 }
 
-// execute lays the turn's workspace out on this machine and runs the turn
-// with the worker's backend: a container (docker) or a process group
-// (direct).
+// execute runs the turn in its folder on this machine with the worker's
+// backend: a container (docker) or a process group (direct); both lay the
+// folder out as every host does (runtime.LayOut).
 func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, string) {
-	base := filepath.Join(w.Dir, "runs", a.RunID)
-	ws, out := filepath.Join(base, "workspace"), filepath.Join(base, "output")
-	att := filepath.Join(ws, "attachments")
-	if !w.SharesFolders {
-		if err := layOut(ws, out, att, a); err != nil {
-			return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
-		}
-	}
-	turn := runtime.Turn{RunID: a.RunID, Workspace: ws, Prompt: string(a.Prompt), PromptFile: filepath.Join(ws, "PROMPT.md"),
-		AttachmentsDir: att, OutputDir: out, FollowUp: a.FollowUp, Env: a.Env, IdleTimeout: a.IdleTimeout, Timeout: a.Timeout,
-		MCPServers: a.MCPServers}
-	command := ownCommand(a.Command, w.Docker != nil)
+	t := a.Turn
+	t.Dir = filepath.Join(w.Dir, "runs", a.RunID)
+	t.Command = ownCommand(t.Command, w.Docker != nil)
+	t.RunAs = nil
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
 	// The run is INPROGRESS from its agent's start (its setup is not).
 	// The agent's process group is noted beside the workspace until the
 	// turn ends: a worker that died under it kills it when it is back.
-	agentFile := filepath.Join(base, agentProcessFile)
+	agentFile := filepath.Join(t.Dir, agentProcessFile)
 	defer os.Remove(agentFile)
-	turn.Started = func(pid int) {
+	t.Started = func(pid int) {
 		if pid > 0 {
 			b, _ := json.Marshal(runtime.ProcessOf(pid))
 			_ = os.WriteFile(agentFile, b, 0o600)
 		}
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
 	}
-	var acp *runtime.ACPExecutor
-	if a.Executor == ExecutorACP {
-		acp = &runtime.ACPExecutor{Command: command, Permissions: a.Permissions}
+	if w.Docker == nil {
+		return runtime.Here(ctx, t, runtime.ExecutorFor(&t), events), t.OutputDir()
 	}
-	if w.Docker != nil {
-		ct := docker.Turn{Turn: turn, Dir: base, Command: command, Image: cmp.Or(a.Image, w.DockerImage), Shape: a.Shape, Setup: a.Setup,
-			Runner: a.Runner, ACP: acp}
-		return w.Docker.Run(ctx, ct, events), out
+	if err := runtime.LayOut(&t); err != nil {
+		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
 	}
-	if len(a.Setup) > 0 {
-		if res, ok := runtime.RunSetup(ctx, a.Setup, a.Runner, turn, filepath.Join(base, "setup.log"), events); !ok {
-			return res, out
-		}
+	// The container may have no network: the worker clones first.
+	if res, ok := runtime.CheckOut(ctx, t, events); !ok {
+		return res, t.OutputDir()
 	}
-	if acp != nil {
-		return acp.Run(ctx, turn, events), out
-	}
-	return (&runtime.ExecExecutor{Command: command}).Run(ctx, turn, events), out
+	t.Image = cmp.Or(t.Image, w.DockerImage)
+	return w.Docker.Run(ctx, t, events), t.OutputDir()
 }
 
 // ownCommand is an assignment's command with SelfCommand as this binary,
@@ -342,46 +375,6 @@ func (w *Worker) reapLeftovers() {
 		}
 		_ = os.Remove(f)
 	}
-}
-
-// layOut writes the assignment's prompt, attachments and skills' files
-// into the run's workspace; a name that would leave its folder is
-// skipped.
-func layOut(ws, out, att string, a *Assignment) error {
-	for _, d := range []string{ws, out, att} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(ws, "PROMPT.md"), a.Prompt, 0o600); err != nil {
-		return err
-	}
-	for name, b := range a.Attachments {
-		if runtime.CheckAttachmentName(name) != nil {
-			continue
-		}
-		_ = os.WriteFile(filepath.Join(att, name), b, 0o600)
-	}
-	if len(a.Files) == 0 {
-		return nil
-	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	for p, b := range a.Files {
-		if !filepath.IsLocal(p) || !strings.HasPrefix(path.Clean(p), factory.SkillsDirInWorkspace+"/") {
-			continue
-		}
-		if err := root.MkdirAll(path.Dir(p), 0o700); err != nil {
-			return err
-		}
-		if err := root.WriteFile(p, b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // attachOutputs adds the files the agent left in its output folder to a
@@ -461,7 +454,7 @@ func (w *Worker) publish(e Event) {
 	b, _ := json.Marshal(e)
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := w.JS.Publish(ctx, eventsSubject(w.ID), b)
+		_, err := w.JS.Publish(ctx, EventsSubject(w.ID), b)
 		cancel()
 		if err == nil || e.Kind == "heartbeat" {
 			return // a heartbeat is only worth sending now

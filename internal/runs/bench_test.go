@@ -1,4 +1,4 @@
-package runtime_test
+package runs_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"factory"
 
+	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -27,11 +28,11 @@ func BenchmarkCreateRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "x", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"x": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
-	req := runtime.CreateRequest{Prompt: "Fix the flaky test in ci/ and explain the cause.", Source: "API",
+	m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "x", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"x": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	req := runs.CreateRequest{Prompt: "Fix the flaky test in ci/ and explain the cause.", Source: "API",
 		Config:      []byte(`{"name":"bench","environment_id":"x","idle_timeout_minutes":10}`),
-		Attachments: []runtime.AttachmentData{{Name: "context.json", Data: []byte(`{"build":1234}`)}}}
+		Attachments: []runs.AttachmentData{{Name: "context.json", Data: []byte(`{"build":1234}`)}}}
 	b.SetParallelism(8)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -57,15 +58,15 @@ func BenchmarkDemoAgentRuns(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", MaxConcurrent: max, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Environments: map[string]runtime.Environment{"acp": {Executor: &runtime.ACPExecutor{Command: []string{bin, "demo-agent", "--acp", "--delay", "0s"}}}}})
+			m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", MaxConcurrent: max, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Environments: map[string]runs.Environment{"acp": {Executor: &runtime.ACPExecutor{Command: []string{bin, "demo-agent", "--acp", "--delay", "0s"}}}}})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() { cancel(); m.Wait() }()
 			m.Start(ctx)
 			b.ResetTimer()
 			var ids []string
 			for i := 0; i < b.N; i++ {
-				r, err := m.Create(runtime.CreateRequest{Prompt: "Summarise."})
+				r, err := m.Create(runs.CreateRequest{Prompt: "Summarise."})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -101,14 +102,14 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	m := runtime.NewManager(runtime.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Environments: map[string]runtime.Environment{"acp": {Executor: exe}}})
+	m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "acp", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Environments: map[string]runs.Environment{"acp": {Executor: exe}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); m.Wait() }()
 	m.Start(ctx)
 	var viaManager, direct time.Duration
 	for i := 0; i < b.N; i++ {
-		r, err := m.Create(runtime.CreateRequest{Prompt: "Summarise."})
+		r, err := m.Create(runs.CreateRequest{Prompt: "Summarise."})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,10 +126,13 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 				break
 			}
 		}
-		ws := b.TempDir()
+		turn := runtime.Turn{RunID: "direct", Prompt: "Summarise.", Dir: b.TempDir()}
+		if err := runtime.LayOut(&turn); err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		var first time.Duration
-		exe.Run(context.Background(), runtime.Turn{RunID: "direct", Workspace: ws, Prompt: "Summarise."}, func(e runtime.Event) {
+		exe.Run(context.Background(), turn, func(e runtime.Event) {
 			if first == 0 {
 				first = time.Since(start)
 			}

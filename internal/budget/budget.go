@@ -1,15 +1,18 @@
-package ingress
+// Package budget is the server's budgets of events per key over a sliding
+// window: the ingress's deliveries, failed authentications and logged
+// refusals, the push receiver's, the dashboard's sign-ins.
+package budget
 
 import (
 	"sync"
 	"time"
 )
 
-// limiter is a sliding-window log: at most limit events per key in any
+// Window is a sliding-window log: at most limit events per key in any
 // window. It answers exactly the seed's "more than 60 in the last 60 s",
 // and how long until a slot frees, which a token bucket cannot. A limit of
 // 0 disables it.
-type limiter struct {
+type Window struct {
 	limit  int
 	window time.Duration
 
@@ -18,12 +21,13 @@ type limiter struct {
 	lastSweep time.Time
 }
 
-func newLimiter(limit int, window time.Duration) *limiter {
-	return &limiter{limit: limit, window: window, keys: map[string][]time.Time{}}
+// New is a budget of limit events per key in any window.
+func New(limit int, window time.Duration) *Window {
+	return &Window{limit: limit, window: window, keys: map[string][]time.Time{}}
 }
 
 // prune drops events that left the window; the caller holds mu.
-func (l *limiter) prune(key string, now time.Time) []time.Time {
+func (l *Window) prune(key string, now time.Time) []time.Time {
 	ts := l.keys[key]
 	i := 0
 	for i < len(ts) && !ts[i].After(now.Add(-l.window)) {
@@ -47,8 +51,8 @@ func (l *limiter) prune(key string, now time.Time) []time.Time {
 	return ts
 }
 
-// full reports whether the key has no slot left, and when one frees.
-func (l *limiter) full(key string, now time.Time) (time.Duration, bool) {
+// Full reports whether the key has no slot left, and when one frees.
+func (l *Window) Full(key string, now time.Time) (time.Duration, bool) {
 	if l.limit <= 0 {
 		return 0, false
 	}
@@ -61,9 +65,9 @@ func (l *limiter) full(key string, now time.Time) (time.Duration, bool) {
 	return ts[len(ts)-l.limit].Add(l.window).Sub(now), true
 }
 
-// reserve takes a slot if one is free; release gives it back (for a
+// Reserve takes a slot if one is free; release gives it back (for a
 // request refused after all). Concurrent requests cannot overshoot.
-func (l *limiter) reserve(key string, now time.Time) (release func(), retry time.Duration, ok bool) {
+func (l *Window) Reserve(key string, now time.Time) (release func(), retry time.Duration, ok bool) {
 	if l.limit <= 0 {
 		return func() {}, 0, true
 	}
@@ -87,8 +91,9 @@ func (l *limiter) reserve(key string, now time.Time) (release func(), retry time
 	}, 0, true
 }
 
-// retryAfter rounds a wait up to whole seconds, at least one.
-func retryAfter(d time.Duration) int {
+// RetryAfter rounds a wait up to whole seconds, at least one: a
+// Retry-After header's value.
+func RetryAfter(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(s, 1)
 }
