@@ -209,13 +209,7 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body io.Reader,
 		case err == nil && resp.StatusCode < 300:
 			return data, nil
 		case err == nil:
-			e := &Error{Status: resp.StatusCode, Header: resp.Header}
-			if json.Unmarshal(data, e) != nil || e.Title == "" {
-				e.Title = http.StatusText(resp.StatusCode)
-			}
-			e.Status = resp.StatusCode
-			e.Code = e.Type[strings.LastIndex(e.Type, "/")+1:]
-			err = typed(e)
+			err = problemOf(resp, data)
 			if !retryable(resp.StatusCode) {
 				return nil, err
 			}
@@ -236,6 +230,47 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body io.Reader,
 		case <-time.After(wait):
 		}
 	}
+}
+
+// problemOf is the error of an answer that is not a success.
+func problemOf(resp *http.Response, data []byte) error {
+	e := &Error{Status: resp.StatusCode, Header: resp.Header}
+	if json.Unmarshal(data, e) != nil || e.Title == "" {
+		e.Title = http.StatusText(resp.StatusCode)
+	}
+	e.Status = resp.StatusCode
+	e.Code = e.Type[strings.LastIndex(e.Type, "/")+1:]
+	return typed(e)
+}
+
+// Backup asks the server for a backup of its store (admin key) and returns
+// the archive as the server streams it, for as long as ctx allows: no
+// timeout and no retry, since a backup of a large store takes a while and
+// each try makes a new one. The caller reads it to its end (and checks
+// it: a server that fails mid-stream cuts the connection) and closes it.
+func (c *Client) Backup(ctx context.Context) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/v1/admin/backups", nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	req.Header.Set("Accept", "application/gzip, application/problem+json")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, problemOf(resp, data)
+	}
+	return resp.Body, nil
 }
 
 func (c *Client) attempt(ctx context.Context, hc *http.Client, method, path string, payload []byte, o callOpts) ([]byte, *http.Response, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,9 @@ const AdminKeyFile = "admin-api-key"
 
 type app struct {
 	dataFlag, serverFlag, apiKeyFlag string
+	// log hears what opening the store does (its format migrations); nil:
+	// text on standard error.
+	log *slog.Logger
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -57,7 +61,7 @@ Start with:
 	pf.StringVar(&a.serverFlag, "server", "", "talk to a running server at this URL instead of opening the store (default $FACTORY_SERVER)")
 	pf.StringVar(&a.apiKeyFlag, "api-key", "", "API key for --server (default $FACTORY_API_KEY, else the data directory's admin key)")
 	root.AddCommand(a.reconcileCmd(), a.statusCmd(), a.serveCmd(), a.secretsCmd(), a.webhooksCmd(),
-		a.automationsCmd(), a.runsCmd(), a.schedulesCmd(), a.apikeysCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd())
+		a.automationsCmd(), a.runsCmd(), a.schedulesCmd(), a.apikeysCmd(), a.backupCmd(), a.restoreCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd())
 	return root
 }
 
@@ -87,7 +91,7 @@ func (a *app) storeExists() bool {
 // openStore opens the store for a command that must write it. When a
 // server holds it, the error says so and what to do instead.
 func (a *app) openStore() (*store.Store, error) {
-	s, err := store.Open(a.dataDir())
+	s, err := a.open()
 	if errors.Is(err, store.ErrLocked) {
 		if info, ok := a.runningServer(); ok {
 			return nil, fmt.Errorf("the server at %s (pid %d) holds the store %s: stop it to run this command, or use read commands, which go through it", info.URL, info.PID, a.dataDir())
@@ -125,7 +129,7 @@ func (a *app) storeHeldByServer() bool {
 	if _, ok := a.runningServer(); !ok {
 		return false
 	}
-	s, err := store.Open(a.dataDir())
+	s, err := a.open()
 	if err == nil {
 		s.Close()
 		return false // a server.json left by a server that died
@@ -151,7 +155,7 @@ func (a *app) applierFor(nameFlag string, src reconciler.Source) (*reconciler.Ap
 	if err != nil {
 		return nil, "", err
 	}
-	kr, err := a.keyring()
+	kr, err := a.keyring(s)
 	if err == nil {
 		var known []*factory.Factory
 		if known, err = s.Factories(); err == nil {
@@ -165,7 +169,21 @@ func (a *app) applierFor(nameFlag string, src reconciler.Source) (*reconciler.Ap
 	return nil, "", err
 }
 
-func (a *app) keyring() (*secrets.Keyring, error) { return secrets.LoadKeyring(a.dataDir()) }
+// open opens the store of the data directory: a store of an older format
+// is migrated (and says so), one of a newer format refused.
+func (a *app) open() (*store.Store, error) {
+	log := a.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(a.stderr, nil))
+	}
+	return store.OpenWith(a.dataDir(), store.Options{Log: log, Version: versionString()})
+}
+
+// keyring loads the secrets key for the open store, and checks it is the
+// one the store's secrets are sealed with.
+func (a *app) keyring(s *store.Store) (*secrets.Keyring, error) {
+	return secrets.ForStore(s, a.dataDir())
+}
 
 func (a *app) runningServer() (*server.Info, bool) {
 	b, err := os.ReadFile(filepath.Join(a.dataDir(), server.ServerFile))
@@ -211,7 +229,7 @@ func (a *app) view() (stateView, error) {
 	if !a.storeExists() {
 		return nil, errNoStore
 	}
-	s, err := store.Open(a.dataDir())
+	s, err := a.open()
 	if errors.Is(err, store.ErrLocked) {
 		if info, ok := a.runningServer(); ok {
 			return remoteView{client.New(info.URL, a.apiKey())}, nil

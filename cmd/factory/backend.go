@@ -80,7 +80,7 @@ func (l *localBackend) keyring() error {
 	if l.svc.Keyring != nil {
 		return nil
 	}
-	kr, err := l.app.keyring()
+	kr, err := l.app.keyring(l.svc.Store)
 	l.svc.Keyring = kr
 	return err
 }

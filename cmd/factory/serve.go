@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"factory/internal/backup"
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
@@ -101,12 +102,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err := o.workers.check(); err != nil {
 		return err
 	}
-	s, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	kr, err := a.keyring()
+	backups, err := backupSchedule(cfg)
 	if err != nil {
 		return err
 	}
@@ -114,6 +110,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	a.log = log
+	s, kr, err := a.serveStore()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	sources, err := factorySources(cfg, s, kr, log)
 	if err != nil {
 		return err
@@ -152,12 +154,38 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits()},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
+		Backups: backups, Version: versionString()},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// serveStore opens the store for serve (migrating an older format, which
+// the log shows) and the secrets key it needs, and logs both.
+func (a *app) serveStore() (*store.Store, *secrets.Keyring, error) {
+	s, err := a.openStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	kr, err := a.keyring(s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	a.log.Info("store", "dir", a.dataDir(), "format", store.FormatVersion, "secrets_key", kr.Fingerprint())
+	return s, kr, nil
+}
+
+// backupSchedule is the configuration's schedule of backups; nil when it
+// has none.
+func backupSchedule(cfg *server.FileConfig) (*backup.Schedule, error) {
+	if cfg.Backups == nil {
+		return nil, nil
+	}
+	return cfg.Backups.Schedule("")
 }
 
 // factorySources are the sources of the configuration's factories.
@@ -226,6 +254,9 @@ func (a *app) serveConfig(cmd *cobra.Command, o *serveOpts) (*server.FileConfig,
 			if !gitsource.IsGitURL(f.Source) && !filepath.IsAbs(f.Source) {
 				cfg.Factories[i].Source = filepath.Join(base, f.Source) // relative to the file
 			}
+		}
+		if cfg.Backups != nil && !filepath.IsAbs(cfg.Backups.Dir) {
+			cfg.Backups.Dir = filepath.Join(base, cfg.Backups.Dir) // relative to the file
 		}
 		if cfg.Data != "" && a.dataFlag == "" && os.Getenv("FACTORY_DATA") == "" {
 			a.dataFlag = cfg.Data

@@ -62,10 +62,14 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		sts, waitErr = a.waitReady(cmd, o, sts)
 	}
 	ws, natsURL := a.statusWorkers(cmd.Context())
+	bs := a.statusBackups(cmd.Context())
 	if o.output == "json" {
 		out := map[string]any{"factories": sts}
 		if ws != nil {
 			out["workers"], out["nats_url"] = ws, natsURL
+		}
+		if bs != nil {
+			out["backups"] = bs
 		}
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
@@ -82,6 +86,7 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		printStatus(a.stdout, s)
 	}
 	printWorkers(a.stdout, ws, natsURL)
+	printBackups(a.stdout, bs)
 	return waitErr
 }
 

@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"factory/internal/store"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -18,16 +20,21 @@ func (a *app) versionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "version",
 		Example: `  factory version --output json`,
-		Short:   "Print the version, commit and Go version",
+		Short:   "Print the version, commit, Go version and the store format it writes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output == "json" {
-				return printJSON(a.stdout, map[string]string{"version": version, "commit": commit, "go": runtime.Version()})
+				return printJSON(a.stdout, map[string]any{"version": version, "commit": commit, "go": runtime.Version(),
+					"store_format": store.FormatVersion})
 			}
-			fmt.Fprintf(a.stdout, "factory %s (commit %s, %s)\n", version, commit, runtime.Version())
+			fmt.Fprintf(a.stdout, "factory %s (commit %s, %s, store format %d)\n", version, commit, runtime.Version(), store.FormatVersion)
 			return nil
 		},
 	}
 	outputFlag(cmd, &output, "text", "json")
 	return cmd
 }
+
+// versionString names this binary in what it records (backups, the
+// store's format stamp): its version and commit.
+func versionString() string { return version + " (" + commit + ")" }

@@ -3,6 +3,7 @@ package secrets
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -146,4 +147,69 @@ func Current(s *store.Store, kr *Keyring, name string) ([]byte, error) {
 		return nil, err
 	}
 	return kr.Open(name, sealed)
+}
+
+// fingerprintMeta is the store's record of the fingerprint of the key its
+// secrets are sealed with.
+const fingerprintMeta = "secrets_key_fingerprint"
+
+// StoreFingerprint is the fingerprint of the key a store's secrets are
+// sealed with, as the store records it ("" when it records none yet: a
+// store no keyring has been checked against).
+func StoreFingerprint(s *store.Store) (string, error) { return s.Meta(fingerprintMeta) }
+
+// ForStore loads the keyring of a data directory for its store and checks
+// that it is the key the store's secrets are sealed with: a store restored
+// on another machine needs the key of the machine it came from, and a
+// wrong one would make every secret unreadable. A store that records no
+// fingerprint yet (made before stores recorded it) is checked by opening
+// one of its secrets, and then records the key's. Without a key, one is
+// generated only for a store that needs none.
+func ForStore(s *store.Store, dataDir string) (*Keyring, error) {
+	want, err := StoreFingerprint(s)
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("%s (or in %s)", filepath.Join(dataDir, KeyFile), KeyEnv)
+	if want != "" && !KeyPresent(dataDir) {
+		return nil, fmt.Errorf("the store's secrets are sealed with the secrets key of fingerprint %s, and there is no secrets key: put that key in %s and start again (docs/operations.md)", want, where)
+	}
+	kr, err := LoadKeyring(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	got := kr.Fingerprint()
+	switch {
+	case want == got:
+		return kr, nil
+	case want != "":
+		return nil, fmt.Errorf("the secrets key in %s has fingerprint %s, but the store's secrets are sealed with the key of fingerprint %s: put that key in %s and start again (docs/operations.md)", kr.Source, got, want, where)
+	}
+	if err := opensOne(s, kr, where); err != nil {
+		return nil, err
+	}
+	b := s.NewLogBatch()
+	b.PutMeta(fingerprintMeta, got)
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	return kr, nil
+}
+
+// opensOne checks that the key opens a secret of the store, if it has any.
+func opensOne(s *store.Store, kr *Keyring, where string) error {
+	secs, err := s.Secrets()
+	if err != nil || len(secs) == 0 {
+		return err
+	}
+	sec := secs[0]
+	sealed, err := s.SealedSecret(sec.Name, sec.Version)
+	if err != nil {
+		return err
+	}
+	if _, err := kr.Open(sec.Name, sealed); err != nil {
+		return fmt.Errorf("the secrets key in %s (fingerprint %s) does not open the store's secret %q: its secrets are sealed with another key; put that key in %s and start again (docs/operations.md)",
+			kr.Source, kr.Fingerprint(), sec.Name, where)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,12 +32,15 @@ const KeyFile = "secrets.key"
 type Keyring struct {
 	aead cipher.AEAD
 	key  []byte
+	// Source says where the key came from: KeyEnv, or the key file's path.
+	Source string
 }
 
 // LoadKeyring reads the key from the environment or the data directory,
 // generating the file on first use.
 func LoadKeyring(dataDir string) (*Keyring, error) {
 	var key []byte
+	source := KeyEnv
 	if env := os.Getenv(KeyEnv); env != "" {
 		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(env))
 		if err != nil || len(k) != 32 {
@@ -45,6 +49,7 @@ func LoadKeyring(dataDir string) (*Keyring, error) {
 		key = k
 	} else {
 		path := filepath.Join(dataDir, KeyFile)
+		source = path
 		b, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -84,7 +89,24 @@ func LoadKeyring(dataDir string) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyring{aead: aead, key: key}, nil
+	return &Keyring{aead: aead, key: key, Source: source}, nil
+}
+
+// KeyPresent reports whether a key is there to load (in the environment
+// or the data directory), without generating one.
+func KeyPresent(dataDir string) bool {
+	if os.Getenv(KeyEnv) != "" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dataDir, KeyFile))
+	return err == nil
+}
+
+// Fingerprint names the key without revealing it: the first 16 hex digits
+// of an HMAC-SHA256 under the key. Backups record it, and a store records
+// the fingerprint of the key its secrets are sealed with.
+func (k *Keyring) Fingerprint() string {
+	return hex.EncodeToString(k.Derive("its fingerprint")[:8])
 }
 
 // Derive is a key for another purpose, made from the keyring's (HMAC-SHA256

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"factory"
+	"factory/internal/backup"
 	"factory/internal/schema"
 )
 
@@ -21,8 +23,35 @@ type FileConfig struct {
 	Schedules    ScheduleConfig  `json:"schedules"`
 	Runtime      json.RawMessage `json:"runtime,omitempty"`
 	Environments json.RawMessage `json:"environments,omitempty"`
+	Backups      *BackupsConfig  `json:"backups,omitempty"`
 	// CodeHosts are the code hosts runs reach (docs/codehosts.md).
 	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+}
+
+// BackupsConfig is the configuration's schedule of backups
+// (docs/operations.md): one every Every into Dir, the newest Keep kept.
+type BackupsConfig struct {
+	Every string `json:"every"`
+	Keep  int    `json:"keep,omitempty"`
+	Dir   string `json:"dir"`
+}
+
+// Schedule is the backups' schedule, Dir taken relative to base when it is
+// relative.
+func (b *BackupsConfig) Schedule(base string) (*backup.Schedule, error) {
+	every, err := time.ParseDuration(b.Every)
+	if err != nil || every < time.Second {
+		return nil, fmt.Errorf("backups.every %q: a duration of at least 1s, such as 1h", b.Every)
+	}
+	keep := b.Keep
+	if keep == 0 {
+		keep = backup.DefaultKeep
+	}
+	dir := b.Dir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, dir)
+	}
+	return &backup.Schedule{Every: every, Keep: keep, Dir: dir}, nil
 }
 
 // ScheduleConfig is the configuration file's bounds of schedules; unset

@@ -20,6 +20,7 @@ import (
 
 	"factory"
 	"factory/internal/automations"
+	"factory/internal/backup"
 	"factory/internal/codehost"
 	"factory/internal/ingress"
 	"factory/internal/problem"
@@ -72,6 +73,10 @@ type Config struct {
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
 	PushSecret string
+	// Backups, when set, is the schedule of backups (docs/operations.md).
+	Backups *backup.Schedule
+	// Version is the binary's version, recorded in backups.
+	Version string
 }
 
 // Server serves the API and reconciles factories.
@@ -84,6 +89,7 @@ type Server struct {
 	started time.Time     // when the server was made: environments' last_updated
 	log     *slog.Logger
 	metrics *metrics
+	backups *backups
 
 	// syncMu serialises syncs and state-changing admin calls: a plan must
 	// see the state it is applied to.
@@ -127,6 +133,10 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	applier.Loader.Schedules = cfg.Schedules
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard(), signIn: newSignIn()}
+	s.backups = newBackups(s.metrics.reg)
+	if rec, err := backup.LastRecords(applier.Store); err == nil && rec.Last != nil {
+		s.backups.show(*rec.Last)
+	}
 	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
@@ -182,6 +192,19 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	defer os.Remove(infoPath)
 
+	if err := backup.CleanCheckpoints(s.store.Dir()); err != nil {
+		s.log.Warn("removing the checkpoints of interrupted backups", "err", err)
+	}
+	runCtx, stopRunners := context.WithCancel(ctx)
+	defer stopRunners()
+	// The runs start (and runs the last process left in progress end, as
+	// after a crash) before the API answers: no caller sees a run as
+	// running that is not.
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.Start(runCtx); err != nil {
+			return fmt.Errorf("start the runs: %w", err)
+		}
+	}
 	srv := &http.Server{Handler: s.metrics.instrument(s.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 2)
@@ -195,42 +218,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "public_url", s.cfg.PublicURL, "factories", len(s.runners))
 	s.log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/", "sign_in", "with an API key: the admin key is in "+filepath.Join(s.store.Dir(), "admin-api-key"))
 
-	runCtx, stopRunners := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var first sync.WaitGroup
-	for _, r := range s.runners {
-		wg.Add(1)
-		first.Add(1)
-		go func() {
-			defer wg.Done()
-			s.run(runCtx, r, first.Done)
-		}()
-	}
-	go func() {
-		first.Wait()
-		close(s.ready)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.sweep(runCtx)
-	}()
-	if s.cfg.Runs != nil {
-		if err := s.cfg.Runs.Start(runCtx); err != nil {
-			stopRunners()
-			return fmt.Errorf("start the runs: %w", err)
-		}
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			s.sched.Run(runCtx)
-		}()
-		go func() {
-			defer wg.Done()
-			s.eval.Run(runCtx)
-			s.cfg.Runs.Wait()
-		}()
-	}
+	s.startLoops(runCtx, &wg)
 
 	var err error
 	select {
@@ -247,6 +236,50 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// startLoops starts what runs until ctx ends, each counted in wg: a runner
+// per factory (closing Ready once each has synced), the sweeper, the
+// scheduled backups, and with runs the scheduler and the evaluation of
+// accepted deliveries.
+func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
+	var first sync.WaitGroup
+	for _, r := range s.runners {
+		wg.Add(1)
+		first.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(ctx, r, first.Done)
+		}()
+	}
+	go func() {
+		first.Wait()
+		close(s.ready)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(ctx)
+	}()
+	if s.cfg.Backups != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.scheduleBackups(ctx, s.log)
+		}()
+	}
+	if s.cfg.Runs != nil {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.sched.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.eval.Run(ctx)
+			s.cfg.Runs.Wait()
+		}()
+	}
 }
 
 // sweepEvery is how often the delivery log's retention is applied.
@@ -467,6 +500,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/admin/workers", admin(s.listWorkers))
 	mux.Handle("POST /v1/admin/workers", admin(s.createWorker))
 	mux.Handle("POST /v1/admin/workers/{name}/revoke", admin(s.revokeWorker))
+	mux.Handle("POST /v1/admin/backups", admin(s.streamBackup))
+	mux.Handle("GET /v1/admin/backups", admin(s.backupStatus))
 	mux.Handle("GET /v1/admin/api-keys", admin(s.listAPIKeys))
 	mux.Handle("POST /v1/admin/api-keys", admin(s.createAPIKey))
 	mux.Handle("POST /v1/admin/api-keys/revoke", admin(s.revokeAPIKey))

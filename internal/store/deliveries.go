@@ -23,13 +23,13 @@ const (
 	// dlvmark/<day>/<webhook uid>/<source>:<sha256> → identityMark, where
 	// day is the mark's UTC day since 1970 (six digits): marks are found
 	// by identity, and removed a whole day at a time.
-	markPrefix = "dlvmark/"
-	// dlvkey/<webhook uid>/<source>:<sha256> → identityMark: marks as
-	// stores made before day buckets hold them. They are still honoured,
-	// and removed by the sweep once older than the window.
-	legacyMarkPrefix = "dlvkey/"
-	evalQueuePrefix  = "evalq/" // evalq/<delivery id> → QueueItem
+	markPrefix      = "dlvmark/"
+	evalQueuePrefix = "evalq/" // evalq/<delivery id> → QueueItem
 )
+
+// markWindow is how long identity marks are kept: as long as the log
+// (seed-spec §6.5).
+const markWindow = factory.DeliveryLogAge
 
 // QueueItem is an accepted delivery waiting for its automations to be
 // evaluated. It is written in the same batch as the delivery, so after a
@@ -86,9 +86,6 @@ func (s *Store) SeenIdentity(webhookUID, key string, since, until time.Time) (st
 		if id, ok, err := s.markSince(markKey(dayName(day), webhookUID, key), since); ok || err != nil {
 			return id, ok, err
 		}
-	}
-	if s.legacyMarks.Load() {
-		return s.markSince(legacyMarkPrefix+webhookUID+"/"+key, since)
 	}
 	return "", false, nil
 }
@@ -228,10 +225,6 @@ func (s *Store) SweepDeliveries(now time.Time, keep int, maxAge time.Duration) (
 		w.b.Abort()
 		return 0, err
 	}
-	if err := w.legacyMarks(cutoff); err != nil {
-		w.b.Abort()
-		return 0, err
-	}
 	if w.b.Empty() {
 		w.b.Abort()
 		return 0, nil
@@ -316,27 +309,6 @@ func recordTime(id string, record []byte) time.Time {
 	return d.Time
 }
 
-// legacyMarks removes identity marks of the layout before day buckets once
-// they are older than the cutoff, and notes when none is left.
-func (w *sweeper) legacyMarks(cutoff time.Time) error {
-	if !w.s.legacyMarks.Load() {
-		return nil
-	}
-	left := 0
-	err := w.s.scan(legacyMarkPrefix, func(key string, v []byte) error {
-		if _, t, ok := parseMark(v); !ok || t.Before(cutoff) {
-			w.b.delete(key)
-		} else {
-			left++
-		}
-		return nil
-	})
-	if err == nil && left == 0 {
-		w.s.legacyMarks.Store(false)
-	}
-	return err
-}
-
 // sweepMarkDays deletes, as one range, the days of marks before the
 // cutoff's day, if there are any.
 func (s *Store) sweepMarkDays(b *Batch, cutoff time.Time) error {
@@ -354,17 +326,10 @@ func (s *Store) sweepMarkDays(b *Batch, cutoff time.Time) error {
 // IdentityKeys calls fn with every identity mark in the store, as
 // "<webhook uid>/<key>" (a key may come twice, from two days).
 func (s *Store) IdentityKeys(fn func(string)) error {
-	err := s.scan(markPrefix, func(key string, _ []byte) error {
+	return s.scan(markPrefix, func(key string, _ []byte) error {
 		if _, rest, ok := strings.Cut(key[len(markPrefix):], "/"); ok {
 			fn(rest)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return s.scan(legacyMarkPrefix, func(key string, _ []byte) error {
-		fn(key[len(legacyMarkPrefix):])
 		return nil
 	})
 }

@@ -103,12 +103,12 @@ func TestSweepDeliveries(t *testing.T) {
 }
 
 // TestIdentityMarks: marks are found within their window, across a day
-// boundary, and in the layout of stores made before day buckets; the sweep
-// removes whole days before the cutoff's, and old-layout marks once old.
+// boundary; the sweep removes whole days before the cutoff's. (Marks in
+// the layout before day buckets are moved by the format migration:
+// TestFormatMigration.)
 func TestIdentityMarks(t *testing.T) {
 	m := newMarksFixture(t)
 	marksWindow(t, m)
-	marksLegacy(t, m)
 	marksSweep(t, m)
 }
 
@@ -174,41 +174,12 @@ func marksWindow(t *testing.T, m *marksFixture) {
 	}
 }
 
-// marksLegacy: a mark in the layout of stores made before day buckets is
-// found after a reopen.
-func marksLegacy(t *testing.T, m *marksFixture) {
-	midnight, seen, s := m.midnight, m.seen, m.s
-	// A mark as a store made before day buckets holds it, written raw.
-	b := s.NewLogBatch()
-	b.putRaw(legacyMarkPrefix+"wh_a/header:legacy", identityMark("dlv_legacy", midnight.Add(-time.Hour)))
-	b.putRaw(legacyMarkPrefix+"wh_a/header:legacy-recent", identityMark("dlv_legacy2", midnight.Add(5*24*time.Hour)))
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s, err := Open(m.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.s = s
-	if got := seen("header:legacy", midnight.Add(-week), midnight); got != "dlv_legacy" {
-		t.Errorf("an old-layout mark is not found: %q", got)
-	}
-	keys := map[string]bool{}
-	s.IdentityKeys(func(k string) { keys[k] = true })
-	if !keys["wh_a/header:legacy"] || !keys["wh_a/header:late"] || len(keys) != 3 {
-		t.Errorf("identity keys: %v", keys)
-	}
-
-}
-
 // marksSweep: eight days on, the sweep removes whole days before the
-// cutoff's, and old-layout marks once old.
+// cutoff's.
 func marksSweep(t *testing.T, m *marksFixture) {
 	midnight, seen, s := m.midnight, m.seen, m.s
-	// Eight days on: the day of "late" and the old-layout mark of the day
-	// before go; a mark of the cutoff's own day that is older than the
-	// cutoff stays, and is not found.
+	// Eight days on: the day of "late" goes; a mark of the cutoff's own day
+	// that is older than the cutoff stays, and is not found.
 	now := midnight.Add(8*24*time.Hour + 12*time.Hour)
 	cutoffDay := m.accept(now.Add(-week-time.Hour), "header:cutoff-day")
 	if _, err := s.SweepDeliveries(now, 50, week); err != nil {
@@ -216,61 +187,43 @@ func marksSweep(t *testing.T, m *marksFixture) {
 	}
 	keys := map[string]bool{}
 	s.IdentityKeys(func(k string) { keys[k] = true })
-	if keys["wh_a/header:late"] || keys["wh_a/header:legacy"] || !keys["wh_a/header:cutoff-day"] || !keys["wh_a/header:legacy-recent"] || len(keys) != 2 {
+	if keys["wh_a/header:late"] || !keys["wh_a/header:cutoff-day"] || len(keys) != 1 {
 		t.Errorf("after the sweep: %v", keys)
 	}
 	if got := seen("header:cutoff-day", now.Add(-week), now); got != "" {
 		t.Errorf("a mark older than the window (%s) is found", cutoffDay)
 	}
-	if !s.legacyMarks.Load() {
-		t.Error("an old-layout mark remains, but is no longer looked for")
-	}
-	// When the last old-layout mark has gone, they are no longer looked for.
-	if _, err := s.SweepDeliveries(now.Add(week), 50, week); err != nil {
-		t.Fatal(err)
-	}
-	if s.legacyMarks.Load() {
-		t.Error("old-layout marks are still looked for when none is left")
-	}
 }
 
 // BenchmarkSweepMarks is the identity-mark part of one retention pass over
 // 1,000 and 100,000 marks from the last day (none may go): with day
-// buckets it reads nothing but the start of the marks; marks in the layout
-// before day buckets are all read, as every mark was before.
+// buckets it reads nothing but the start of the marks.
 func BenchmarkSweepMarks(b *testing.B) {
-	for _, layout := range []string{"days", "old-layout"} {
-		for _, n := range []int{1_000, 100_000} {
-			b.Run(layout+"/"+strconv.Itoa(n), func(b *testing.B) {
-				s, err := Open(b.TempDir())
-				if err != nil {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run("days/"+strconv.Itoa(n), func(b *testing.B) {
+			s, err := Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			for i := 0; i < n; {
+				batch := s.NewLogBatch()
+				for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
+					at := now.Add(-time.Duration(i) * time.Millisecond)
+					key := IdentityKey("header", strconv.Itoa(i))
+					batch.putRaw(markKey(markDay(at), "wh_a", key), identityMark("dlv_x", at))
+				}
+				if err := batch.CommitNoSync(); err != nil {
 					b.Fatal(err)
 				}
-				defer s.Close()
-				now := time.Now()
-				for i := 0; i < n; {
-					batch := s.NewLogBatch()
-					for j := 0; j < 5000 && i < n; j, i = j+1, i+1 {
-						at := now.Add(-time.Duration(i) * time.Millisecond)
-						key := IdentityKey("header", strconv.Itoa(i))
-						if layout == "days" {
-							batch.putRaw(markKey(markDay(at), "wh_a", key), identityMark("dlv_x", at))
-						} else {
-							batch.putRaw(legacyMarkPrefix+"wh_a/"+key, identityMark("dlv_x", at))
-						}
-					}
-					if err := batch.CommitNoSync(); err != nil {
-						b.Fatal(err)
-					}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if n, err := s.SweepDeliveries(now, 50, 7*24*time.Hour); err != nil || n != 0 {
+					b.Fatal(n, err)
 				}
-				s.legacyMarks.Store(layout != "days")
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if n, err := s.SweepDeliveries(now, 50, 7*24*time.Hour); err != nil || n != 0 {
-						b.Fatal(n, err)
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }

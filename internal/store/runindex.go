@@ -133,8 +133,13 @@ func runIndexKeys(r *factory.Run) []string {
 
 // escapeIndexValue keeps a value from reaching into the next key part.
 func escapeIndexValue(v string) string {
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(v)
+	if !strings.ContainsAny(v, "%/") {
+		return v // most values: no copy, no replacer
+	}
+	return indexValueEscaper.Replace(v)
 }
+
+var indexValueEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // RunQuery is a list query. Equality filters are ANDed; several states are
 // ORed. Times bound the sort key's range when they are on it.
@@ -541,7 +546,8 @@ const runIndexVersion = "2"
 
 // upgradeRunIndex adds the entries an older index lacks: every run's
 // current entries are written again (entries already there are the same
-// keys), in batches.
+// keys), in batches. It is idempotent; the format migration that calls it
+// records the index's version with its stamp.
 func (s *Store) upgradeRunIndex() error {
 	v, err := s.Meta("run_index")
 	if err != nil || v == runIndexVersion {
@@ -573,6 +579,5 @@ func (s *Store) upgradeRunIndex() error {
 		b.Abort()
 		return err
 	}
-	b.PutMeta("run_index", runIndexVersion)
-	return b.Commit()
+	return b.CommitNoSync()
 }

@@ -8,8 +8,9 @@ import (
 	"factory"
 )
 
-// TestRunIndexUpgrade: a store whose index predates the title and agent
-// orders (and the newer fields) gets their entries at its next open.
+// TestRunIndexUpgrade: a store of format 1 whose index predates the title
+// and agent orders (and the newer fields) gets their entries at its next
+// open, by the format migration.
 func TestRunIndexUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir)
@@ -36,6 +37,7 @@ func TestRunIndexUpgrade(t *testing.T) {
 		return nil
 	})
 	b.delete(metaPrefix + "run_index")
+	b.delete(metaPrefix + formatMeta)
 	b.Commit()
 	titles := func() []string {
 		page, err := s.ListRuns(RunQuery{SortBy: "title", Asc: true, Limit: 10, Equal: map[string]string{MetadataField("k"): "a"}})

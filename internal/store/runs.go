@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"factory"
@@ -143,26 +145,35 @@ func (s *Store) FollowUps(id string) ([]PendingFollowUp, error) {
 	return out, err
 }
 
-// RunsInState lists the runs in one of the states, oldest first. It walks
-// creation order; used at start-up, where every run must be seen once.
+// RunsInState lists the runs in one of the states, oldest first (by
+// creation). Used at start-up: it walks each state's entries of the run
+// list index, so it reads the runs in those states and no other (a
+// million finished runs cost nothing).
 func (s *Store) RunsInState(states ...factory.RunState) ([]*factory.Run, error) {
-	want := map[factory.RunState]bool{}
-	for _, st := range states {
-		want[st] = true
+	var found []string // "<created nanos>/<run id>"
+	for _, st := range slices.Compact(slices.Sorted(slices.Values(states))) {
+		prefix := runIndexPrefix + "state=" + escapeIndexValue(string(st)) + "/c/"
+		err := s.scan(prefix, func(key string, _ []byte) error {
+			found = append(found, key[len(prefix):])
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	var out []*factory.Run
-	err := s.scan(runCreatedPrefix, func(key string, _ []byte) error {
-		id := key[len(runCreatedPrefix)+21:]
+	slices.Sort(found) // the nanoseconds have a fixed width
+	out := make([]*factory.Run, 0, len(found))
+	for _, k := range found {
+		_, id, _ := strings.Cut(k, "/")
 		r, err := s.Run(id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if want[r.State] {
+		if slices.Contains(states, r.State) { // the index and the record are written together
 			out = append(out, r)
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 const idempotencyPrefix = "idem/" // idem/<hash of key and caller> → idempotent
@@ -208,6 +219,49 @@ func (b *Batch) PutRunAttachment(runID, name string, data []byte) {
 // RunAttachment reads an attachment's bytes.
 func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
 	return s.get(runAttachmentPrefix + runID + "/" + name)
+}
+
+// DetachRuns is for a store restored from a backup. A run queued or in
+// progress at the backup's instant holds handles on what a backup does
+// not hold: the agent's process on the machine the backup came from, the
+// turn a worker held through the workers' queue (<data>/nats). They are
+// dropped, so that the server's start-up takes the run as after a crash
+// (a run in progress ends ERROR, retryable; a queued run is queued again)
+// rather than wait for a worker that will never report, or kill a process
+// that is not its own. The turn's record stays, so that the run ends under
+// its attempt. It returns how many runs were in progress and how many
+// queued.
+func (s *Store) DetachRuns() (inProgress, queued int, err error) {
+	live, err := s.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range live {
+		if r.State == factory.StateQueued {
+			queued++
+		} else {
+			inProgress++
+		}
+		if _, err := s.UpdateRun(r.ID, true, detach); err != nil {
+			return inProgress, queued, err
+		}
+	}
+	return inProgress, queued, nil
+}
+
+// detach drops a live run's handles on its process and its worker.
+func detach(r *factory.Run, _ *Batch) error {
+	changed := r.Process != nil || r.RemoteTurn != "" || r.ClaimedTurn != ""
+	r.Process, r.RemoteTurn, r.ClaimedTurn = nil, "", ""
+	if r.State != factory.StateQueued && r.Current != nil && r.Current.Remote {
+		// A queued run's offer is made again at start-up anyway.
+		turn := *r.Current
+		turn.Remote, r.Current, changed = false, &turn, true
+	}
+	if !changed {
+		return ErrNoChange
+	}
+	return nil
 }
 
 // Key layout of work items (docs/spec/codehosts.md, Work items).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,21 +34,85 @@ type Store struct {
 	dir         string
 	writes      atomic.Uint64
 	stateWrites atomic.Uint64
-	// legacyMarks says identity marks in the layout before day buckets
-	// may remain (set at Open, cleared by the sweep when none is left).
-	legacyMarks atomic.Bool
+	// migrated are the format migrations the open applied.
+	migrated []Migration
 	// runLocks serialise the read-modify-writes of a run (UpdateRun),
 	// striped by run ID so that different runs do not wait for each other.
 	runLocks [64]sync.Mutex
 }
 
+// Options change how a store is opened.
+type Options struct {
+	// Log hears the format migrations the open applies (docs/operations.md).
+	Log *slog.Logger
+	// Version names the binary; it is recorded with the format it stamps,
+	// so that an older binary can say which one wrote a newer store.
+	Version string
+
+	readOnly bool
+}
+
 // Open opens (creating if needed) the store in dir/db. Files are created
 // with mode 0600 and directories with 0700: the store holds sealed secrets
 // and the state of every factory.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens the store as Open does. A new store is stamped with
+// FormatVersion; a store of an older format is migrated forward, one
+// durable step per format, each logged; a store of a newer format is
+// refused with a *FormatError.
+func OpenWith(dir string, o Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
 	}
+	return open(dir, o, storeOptions(256<<20))
+}
+
+// OpenReadOnly opens an existing store without writing to it: no stamp,
+// no migration (a store of a newer format is still refused). For reading
+// a checkpoint.
+func OpenReadOnly(dir string) (*Store, error) {
+	return open(dir, Options{readOnly: true}, readOnlyOptions())
+}
+
+func open(dir string, o Options, opts *pebble.Options) (*Store, error) {
+	defer opts.Cache.Unref()
+	db, err := openPebble(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, dir: dir}
+	if err := s.checkFormat(o); err != nil {
+		db.Close()
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func openPebble(dir string, opts *pebble.Options) (*pebble.DB, error) {
+	db, err := pebble.Open(filepath.Join(dir, "db"), opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "lock") || strings.Contains(err.Error(), "temporarily unavailable") {
+			return nil, fmt.Errorf("open store %s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+func readOnlyOptions() *pebble.Options {
+	opts := storeOptions(16 << 20)
+	opts.ReadOnly = true
+	return opts
+}
+
+// storeOptions are pebble's options for the store, with a block cache of
+// cacheBytes (the caller unrefs it).
+func storeOptions(cacheBytes int64) *pebble.Options {
 	opts := &pebble.Options{
 		FS:                 privateFS{vfs.Default},
 		FormatMajorVersion: pebble.FormatNewest,
@@ -55,7 +120,7 @@ func Open(dir string) (*Store, error) {
 		// Deliveries write a few small keys each: a larger memtable
 		// flushes (and compacts) less often.
 		MemTableSize: 64 << 20,
-		Cache:        pebble.NewCache(256 << 20),
+		Cache:        pebble.NewCache(cacheBytes),
 		// Never stall writers on L0 files while a compaction catches up
 		// (as CockroachDB runs pebble): a burst of deliveries must not wait.
 		L0StopWritesThreshold:       1000,
@@ -68,7 +133,6 @@ func Open(dir string) (*Store, error) {
 		// serving (BENCHMARKS.md, ingress). A lone write waits at most 1 ms.
 		WALMinSyncInterval: func() time.Duration { return time.Millisecond },
 	}
-	defer opts.Cache.Unref()
 	// Ingress looks up every new delivery's identity, and a new identity
 	// is a miss: bloom filters answer most misses without reading a block.
 	opts.Levels = make([]pebble.LevelOptions, 7)
@@ -76,25 +140,7 @@ func Open(dir string) (*Store, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
 	}
-	db, err := pebble.Open(filepath.Join(dir, "db"), opts)
-	if err != nil {
-		if strings.Contains(err.Error(), "lock") || strings.Contains(err.Error(), "temporarily unavailable") {
-			return nil, fmt.Errorf("open store %s: %w", dir, ErrLocked)
-		}
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	s := &Store{db: db, dir: dir}
-	legacy, err := s.hasKeyIn([]byte(legacyMarkPrefix), prefixEnd(legacyMarkPrefix))
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	s.legacyMarks.Store(legacy)
-	if err := s.upgradeRunIndex(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: rebuilding the run list index: %w", dir, err)
-	}
-	return s, nil
+	return opts
 }
 
 // Dir is the data directory the store lives in.
