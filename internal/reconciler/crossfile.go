@@ -1,9 +1,9 @@
 package reconciler
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 
@@ -92,12 +92,18 @@ func (c *crossCheck) settings() {
 			c.errorAt(doc, "/agentDefaults", "agentDefaults needs exactly one of model or harness")
 		}
 	}
-	var linear, jira bool
-	for _, t := range integrationTypes(st) {
-		linear, jira = linear || t == "linear", jira || t == "jira"
+	c.integrations()
+	c.codeForges()
+	if sd := st.ScorerDefaults; sd != nil && sd.Runner != "" && !has(c.runners, sd.Runner) {
+		c.errorAt(doc, "/scorerDefaults/runner", fmt.Sprintf("runner %q names no runner: there is no runners/%s.yaml%s", sd.Runner, sd.Runner, listOrHint(sd.Runner, c.runners)))
 	}
-	if linear && jira {
-		c.errorAt(doc, "/integrations", "linear and jira integrations exclude each other: keep one")
+	if si := st.SelfImprovement; si != nil {
+		switch {
+		case si.ReviewerType == "custom" && len(si.ReviewerEmails) == 0:
+			c.errorAt(doc, "/selfImprovement", "reviewerType custom needs reviewerEmails: the team members reviewers are chosen from")
+		case si.ReviewerType != "custom" && len(si.ReviewerEmails) > 0:
+			c.errorAt(doc, "/selfImprovement/reviewerEmails", fmt.Sprintf("reviewerEmails is only for reviewerType custom (this one is %s)", si.ReviewerType))
+		}
 	}
 	if c.d.V1Alpha1() && len(c.agents) == 0 {
 		c.errorAt(doc, "/schemaVersion", "a v1alpha1 factory needs at least one agent: agents/<name>/agent.md, one of them with agentType: FOREMAN")
@@ -370,16 +376,40 @@ func (c *crossCheck) skills() {
 	}
 }
 
-func integrationTypes(st *schema.FactoryFile) []string {
-	var list []struct {
-		Type string `json:"type"`
+// integrations checks factory.yaml's integrations: each type once, each
+// entry's settings under its own type's key, and linear or jira, not both.
+func (c *crossCheck) integrations() {
+	doc := c.d.SettingsDoc
+	seen := map[string]bool{}
+	for i, in := range c.d.Settings.IntegrationList() {
+		ptr := fmt.Sprintf("/integrations/%d", i)
+		if seen[in.Type] {
+			c.errorAt(doc, ptr+"/type", fmt.Sprintf("integration %s is listed twice", in.Type))
+		}
+		seen[in.Type] = true
+		for key, set := range map[string]bool{"slack": in.Slack != nil, "microsoft-teams": in.Teams != nil, "linear": in.Linear != nil, "jira": in.Jira != nil} {
+			if set && key != in.Type {
+				c.errorAt(doc, ptr+"/"+key, fmt.Sprintf("the settings of a %s integration go under %s:, not %s:", in.Type, in.Type, key))
+			}
+		}
 	}
-	_ = json.Unmarshal(st.Integrations, &list) // validated by the schema
-	out := make([]string, len(list))
-	for i, t := range list {
-		out[i] = t.Type
+	if seen["linear"] && seen["jira"] {
+		c.errorAt(doc, "/integrations", "linear and jira integrations exclude each other: keep one")
 	}
-	return out
+}
+
+// codeForges checks that NONE stands alone, on a factory without
+// repositories.
+func (c *crossCheck) codeForges() {
+	st := &c.d.Settings
+	if !slices.Contains(st.CodeForges, factory.ForgeNone) {
+		return
+	}
+	if len(st.CodeForges) > 1 {
+		c.errorAt(c.d.SettingsDoc, "/codeForges", "NONE declares a factory without repositories: it cannot be listed with other code forges")
+	} else if len(st.Repositories) > 0 {
+		c.errorAt(c.d.SettingsDoc, "/repositories", "codeForges: [NONE] declares a factory without repositories: remove them, or name their code forge")
+	}
 }
 
 // HarnessWarnings warns about each agent whose resolved harness (defaults

@@ -148,8 +148,8 @@ func contractFactories(t *testing.T, h *harness) {
 	if len(facs) != 1 {
 		t.Fatalf("factories: %v", facs)
 	}
-	f := has(t, "Factory", facs[0], "uid", "name", "alias", "repositories", "integrations", "agent_defaults", "credential_strategy",
-		"default_model", "created_at", "updated_at")
+	f := has(t, "Factory", facs[0], "uid", "name", "alias?", "repositories", "integrations?", "agent_defaults", "credential_strategy",
+		"default_model?", "created_at", "updated_at")
 	uid := f["uid"].(string)
 	has(t, "Factory", sdkCall(t, h, "GET", "/v1/factory/"+uid, nil, 200), "uid", "name", "agent_defaults")
 	d := has(t, "dispatch", sdkCall(t, h, "POST", "/v1/factory/"+uid+"/runs", map[string]any{"prompt": "from the factory", "ticket_url": "https://x/T-1"}, 200),

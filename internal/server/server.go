@@ -88,6 +88,10 @@ type Server struct {
 	cursorOnce sync.Once
 	cursorKeyV []byte
 	cursorErr  error
+
+	teamOnce sync.Once
+	teamUIDV string
+	teamErr  error
 }
 
 // runner keeps one factory reconciled.
