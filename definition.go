@@ -61,6 +61,10 @@ const (
 	ProviderSlack    = "slack"
 	ProviderJira     = "jira"
 	ProviderFactory  = "factory"
+	// ProviderTeams is Microsoft Teams (docs/spec/talkback.md);
+	// ProviderAzureDevOps is Azure DevOps Services' service hooks.
+	ProviderTeams       = "teams"
+	ProviderAzureDevOps = "azure_devops"
 )
 
 // Trigger starts a run when an event of its provider matches it: for the

@@ -25,12 +25,16 @@ const (
 	SourceLinear = "LINEAR"
 	SourceSlack  = "SLACK"
 	SourceJira   = "JIRA"
+	SourceTeams  = "TEAMS"
+	// SourceAzureDevOps is the source of runs that Azure DevOps service
+	// hooks start.
+	SourceAzureDevOps = "AZURE_DEVOPS_WEBHOOK"
 )
 
 // ProviderSource is the run source of a provider's events.
 func ProviderSource(provider string) string {
 	return map[string]string{ProviderGitHub: SourceGitHub, ProviderGitLab: SourceGitLab, ProviderLinear: SourceLinear,
-		ProviderSlack: SourceSlack, ProviderJira: SourceJira}[provider]
+		ProviderSlack: SourceSlack, ProviderJira: SourceJira, ProviderTeams: SourceTeams, ProviderAzureDevOps: SourceAzureDevOps}[provider]
 }
 
 // EventSourceOf is the provider whose events a webhook carries: its
