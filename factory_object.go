@@ -122,7 +122,7 @@ func (f *Factory) Object(ctx ObjectContext) FactoryObject {
 	o.CodeForge, o.CodeForges = st.forges()
 	o.Repositories = st.repositoryObjects(o.CodeForge)
 	o.Integrations = st.integrationObjects()
-	o.AgentDefaults = st.agentDefaultsObject(ctx.RunnerUIDs)
+	o.AgentDefaults = st.AgentDefaultsObject(ctx.RunnerUIDs)
 	if d := st.AgentDefaults; d != nil {
 		o.DefaultEnvironment = optional(d.EnvironmentID)
 		if h := d.EffectiveHarness(); h != nil {
@@ -211,9 +211,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// agentDefaultsObject is agentDefaults as the API shows it: the runner by
+// AgentDefaultsObject is agentDefaults as the API shows it: the runner by
 // its UID, secrets and MCP servers with the factory-wide ones first.
-func (s *Settings) agentDefaultsObject(runnerUIDs map[string]string) FactoryAgentDefaults {
+func (s *Settings) AgentDefaultsObject(runnerUIDs map[string]string) FactoryAgentDefaults {
 	o := FactoryAgentDefaults{MCPServers: mcpObjects(s.MCPServers), Secrets: secretRefs(s.Secrets)}
 	d := s.AgentDefaults
 	if d == nil {

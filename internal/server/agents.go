@@ -52,7 +52,6 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("GET /v1/agent/runs/{runId}/conversation", readRuns(s.runConversation))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
 	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
-	mux.Handle("GET /v1/agent", readRuns(s.listAgents))
 	mux.Handle("GET /v1/agent/artifacts/{uid}", readRuns(s.getArtifact))
 	mux.Handle("GET /v1/agent/artifacts/{uid}/download", s.downloadArtifact())
 	mux.Handle("GET /v1/agent/run-by-external-reference", readRuns(s.runByExternalReference))
@@ -746,14 +745,6 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 			"last_updated": s.started, "setup_failed": false})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"environments": out})
-	return nil
-}
-
-// listAgents is GET /v1/agent: the factories' agents and skills. Factories
-// of this format define none yet (the v1alpha1 format does): the list is
-// empty.
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"agents": []any{}})
 	return nil
 }
 

@@ -435,6 +435,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/factory/{uid}/runs", s.auth(s.needRuns(s.dispatch), factory.ScopeRuns))
 	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
+	s.identityRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
