@@ -436,6 +436,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
 	s.identityRoutes(mux)
+	s.conversationRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
