@@ -158,9 +158,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
+	egress, _ := cfg.EgressRanges() // LoadConfig has checked them
+	models, defaultModel := cfg.Models()
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
-		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret},
+		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret,
+		EgressRanges: egress, Models: models, DefaultModel: defaultModel},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok

@@ -58,6 +58,14 @@ type Config struct {
 	// scraper on a private address). On the main listener /metrics needs
 	// an admin key: it lists every webhook's UID, which is its ingress URL.
 	MetricsListener net.Listener
+	// EgressRanges are the address ranges outbound traffic comes from
+	// (networking.egressRanges, canonical): GET /v1/networking/egress-ranges.
+	EgressRanges []string
+	// Models are the models each environment offers, and DefaultModel the
+	// configured default (environments.<name>.models, runtime.defaultModel):
+	// GET /v1/agent/models.
+	Models       map[string][]Model
+	DefaultModel string
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -437,6 +445,7 @@ func (s *Server) Handler() http.Handler {
 	s.agentRoutes(mux)
 	s.identityRoutes(mux)
 	s.conversationRoutes(mux)
+	s.platformRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
