@@ -45,7 +45,7 @@ func EventSourceOf(w *WebhookSpec) string {
 		return w.EventSource
 	}
 	switch w.SignatureScheme {
-	case ProviderGitHub, ProviderGitLab, ProviderLinear, ProviderSlack:
+	case ProviderGitHub, ProviderGitLab, ProviderLinear, ProviderSlack, ProviderAzureDevOps:
 		if w.AuthMode == AuthSignature {
 			return w.SignatureScheme
 		}

@@ -316,12 +316,17 @@ func (c *crossCheck) suites() {
 			} else {
 				seen[n] = true
 			}
-			if b, _ := m["baseline"].(bool); b {
+			if b, _ := m["baseline"].(bool); b || m["role"] == "baseline" {
+				key := "/role"
+				if b {
+					key = "/baseline"
+				}
 				if baselines++; baselines > 1 {
-					c.errorAt(s.Doc, ptr+"/baseline", "at most one configuration is the baseline")
+					c.errorAt(s.Doc, ptr+key, "at most one configuration is the baseline")
 				}
 			}
 			c.exec(s.Doc, ptr, m, "the configuration")
+			c.configurationAgents(s.Doc, ptr, m)
 		}
 		files := map[string]*schema.Resource{}
 		for _, t := range c.d.Tasks[s.Key] {
@@ -348,6 +353,44 @@ func (c *crossCheck) suites() {
 				c.errorAt(t.Doc, "", fmt.Sprintf("a task needs its suite: there is no benchmarks/%s/suite.yaml", suite))
 			}
 		}
+	}
+}
+
+// configurationAgents checks a configuration in the documented form
+// ({name, role, agents: [{agent, model | harness}]}): a role, and each
+// agent once, a known one, with exactly one of model and harness (a
+// harness with its model).
+func (c *crossCheck) configurationAgents(doc *schema.Document, ptr string, m map[string]any) {
+	agents, ok := m["agents"].([]any)
+	_, role := m["role"]
+	_, baseline := m["baseline"]
+	switch {
+	case role && baseline:
+		c.errorAt(doc, ptr+"/baseline", "role says whether the configuration is the baseline: drop baseline")
+	case ok && !role:
+		c.errorAt(doc, ptr, "a configuration with agents needs a role: baseline or candidate")
+	}
+	seen := map[string]bool{}
+	for i, a := range agents {
+		am := a.(map[string]any)
+		at := fmt.Sprintf("%s/agents/%d", ptr, i)
+		name, _ := am["agent"].(string)
+		switch {
+		case !has(c.agents, name):
+			c.errorAt(doc, at+"/agent", fmt.Sprintf("agent %q names no agent%s", name, listOrHint(name, c.agents)))
+		case seen[name]:
+			c.errorAt(doc, at+"/agent", fmt.Sprintf("agent %s is overridden twice in this configuration", name))
+		}
+		seen[name] = true
+		h, hasHarness := am["harness"].(map[string]any)
+		_, hasModel := am["model"]
+		switch {
+		case !hasModel && !hasHarness:
+			c.errorAt(doc, at, fmt.Sprintf("agent %s needs one of model or harness", name))
+		case hasHarness && h["model"] == nil:
+			c.errorAt(doc, at+"/harness", "a configuration's harness names its model too")
+		}
+		c.exec(doc, at, am, "the configuration's agent")
 	}
 }
 

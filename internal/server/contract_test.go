@@ -79,17 +79,21 @@ selfImprovement:
   failedRunThreshold: 10
   reviewerEmails: [lead@example.com]
 `,
-	"agents/foreman/agent.md":                   "---\nagentType: FOREMAN\nmodel: auto\ndescription: Routes the work\n---\nRoute the work.\n",
-	"agents/reviewer/agent.md":                  "---\nagentType: REVIEW\ndescription: Reviews\n---\nReview.\n",
-	"agents/reviewer/skills/checklist/SKILL.md": "---\nname: checklist\ndescription: What to check\n---\nCheck.\n",
-	"skills/conventions/SKILL.md":               "---\nname: conventions\ndescription: House rules\n---\nRules.\n",
-	"runners/linux.yaml":                        "platform:\n  os: linux\n  linux:\n    dockerImage: ubuntu:24.04\n",
-	"scorers/quality/scorer.md":                 "---\nagents: [reviewer]\nlabels:\n  - {value: good, score: 1}\n  - {value: bad, score: 0}\npassingScore: 1\nmodel: judge-1\n---\nJudge.\n",
-	"webhooks/ci.yaml":                          "authMode: token\n",
-	"automations/on-ci/automation.md":           "---\nagent: reviewer\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [WEBHOOK]\n---\nReview what CI sent.\n",
-	"automations/on-push/automation.md":         "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      repos: [acme/widgets]\n      branches: [main]\n---\nLook at the push.\n",
-	"automations/nightly/automation.md":         "---\ntriggers:\n  - provider: schedule\n    event: cron_fired\n    schedule: {name: nightly, cron: \"0 3 * * *\"}\n---\nTidy up.\n",
-	"agents/reviewer/skills/checklist/more.md":  "More to check.\n",
+	"agents/foreman/agent.md":                    "---\nagentType: FOREMAN\nmodel: auto\ndescription: Routes the work\n---\nRoute the work.\n",
+	"agents/reviewer/agent.md":                   "---\nagentType: REVIEW\ndescription: Reviews\n---\nReview.\n",
+	"agents/reviewer/skills/checklist/SKILL.md":  "---\nname: checklist\ndescription: What to check\n---\nCheck.\n",
+	"skills/conventions/SKILL.md":                "---\nname: conventions\ndescription: House rules\n---\nRules.\n",
+	"runners/linux.yaml":                         "platform:\n  os: linux\n  linux:\n    dockerImage: ubuntu:24.04\n",
+	"scorers/quality/scorer.md":                  "---\nagents: [reviewer]\nlabels:\n  - {value: good, score: 1}\n  - {value: bad, score: 0}\npassingScore: 1\nmodel: judge-1\nselfImprovement: true\n---\nJudge.\n",
+	"benchmarks/review/suite.yaml":               "name: Review\nagent: reviewer\nconfigurations:\n  - name: base\n    role: baseline\n    agents:\n      - {agent: reviewer, model: auto}\n  - name: claude\n    role: candidate\n    agents:\n      - agent: reviewer\n        harness: {type: claude, model: opus}\ntasks: [one]\n",
+	"benchmarks/review/tasks/one.yaml":           "title: One\nprompt: Review it.\nsuccessCriteria: Findings have locations.\n",
+	"webhooks/ci.yaml":                           "authMode: token\n",
+	"automations/on-ci/automation.md":            "---\nagent: reviewer\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [WEBHOOK]\n---\nReview what CI sent.\n",
+	"automations/on-push/automation.md":          "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      repos: [acme/widgets]\n      branches: [main]\n---\nLook at the push.\n",
+	"automations/teams-mentions/automation.md":   "---\ntriggers:\n  - provider: teams\n    event: app_mention\n    filter:\n      team_ids: [00000000-0000-0000-0000-000000000001]\n      channel_ids: [\"19:abc@thread.tacv2\"]\n---\nAnswer in the thread.\n",
+	"automations/azure-pr-created/automation.md": "---\ntriggers:\n  - provider: azure_devops\n    event: pull_request_created\n    filter:\n      repos: [acme/widgets]\n---\nReview the pull request.\n",
+	"automations/nightly/automation.md":          "---\ntriggers:\n  - provider: schedule\n    event: cron_fired\n    schedule: {name: nightly, cron: \"0 3 * * *\"}\n---\nTidy up.\n",
+	"agents/reviewer/skills/checklist/more.md":   "More to check.\n",
 }
 
 // contractScript is the agent of the default environment: it reports a
@@ -349,15 +353,12 @@ func checkFactoryObject(t *testing.T, f map[string]any, w *contractWorld) {
 // calls are the SDKs' calls, in api.md's order, as the world's state
 // allows each.
 func (w *contractWorld) calls() []contract {
-	uid := w.factory.UID
-	run := "/v1/agent/runs/" + w.done
-	conv := "/v1/agent/conversations/" + w.conversation
-	sch := "/v1/agent/schedules/" + w.schedule
-	files := map[string]any{"files": []map[string]string{{"path": "factory.yaml", "content": contractFiles["factory.yaml"]},
-		{"path": "agents/foreman/agent.md", "content": "---\nagentType: FOREMAN\n---\nGo.\n"},
-		{"path": "automations/a/automation.md", "content": "---\ntriggers:\n  - provider: github\n    event: issue_labled\n---\nGo.\n"}}}
+	return slices.Concat(w.agentCalls(), w.runCalls(), w.scheduleCalls(), w.identityCalls(), w.factoryCalls(), w.lastCalls())
+}
+
+// agentCalls: agent (artifacts, environments, models, run).
+func (w *contractWorld) agentCalls() []contract {
 	return []contract{
-		// Agent
 		{name: "agent list", method: "GET", path: "/v1/agent?sort_by=name&include_malformed_skills=false", status: 200, typ: "AgentListResponse"},
 		{name: "agent download artifact", method: "GET", path: "/v1/agent/artifacts/" + w.fileUID + "/download", status: 200},
 		{name: "agent get artifact file", method: "GET", path: "/v1/agent/artifacts/" + w.fileUID, status: 200, typ: "union:AgentGetArtifactResponse"},
@@ -372,7 +373,14 @@ func (w *contractWorld) calls() []contract {
 				"metadata": map[string]string{"ticket_id": "VIS-1"}, "config": map[string]any{"name": "n", "computer_use_enabled": false,
 					"secrets": []map[string]string{{"name": "S"}}, "skills": []string{}}}},
 		{name: "agent run (older path)", method: "POST", path: "/v1/agent/run", status: 200, typ: "AgentRunResponse", body: map[string]any{"prompt": "old"}},
-		// Runs
+	}
+}
+
+// runCalls: a run, its conversation, usage, timeline, transcript,
+// handoff files, interrupt and follow-ups.
+func (w *contractWorld) runCalls() []contract {
+	run := "/v1/agent/runs/" + w.done
+	return []contract{
 		{name: "runs retrieve", method: "GET", path: run, status: 200, typ: "RunItem"},
 		{name: "runs list", method: "GET", path: "/v1/agent/runs?limit=10&state=SUCCEEDED&state=INPROGRESS&sort_by=created_at&sort_order=asc&source=API&task_status=running&metadata%5Bticket_id%5D=VIS-238",
 			status: 200, typ: "RunPage"},
@@ -386,7 +394,13 @@ func (w *contractWorld) calls() []contract {
 		{name: "runs interrupt", method: "POST", path: "/v1/agent/runs/" + w.slow + "/interrupt", status: 202, typ: "any"},
 		{name: "runs submit follow-up", method: "POST", path: run + "/followups", status: 200, typ: "RunSubmitFollowupResponse",
 			body: map[string]any{"message": "more", "mode": "normal", "attachments": []map[string]string{{"attachment_id": w.fileUID, "file_name": "report.md"}}}},
-		// Schedules
+	}
+}
+
+// scheduleCalls: the seven schedule calls.
+func (w *contractWorld) scheduleCalls() []contract {
+	sch := "/v1/agent/schedules/" + w.schedule
+	return []contract{
 		{name: "schedules create", method: "POST", path: "/v1/agent/schedules", status: 200, typ: "ScheduledAgentItem",
 			body: map[string]any{"name": "weekly", "cron_schedule": "0 9 * * 1", "prompt": "weekly", "enabled": false, "mode": "normal", "team": true}},
 		{name: "schedules retrieve", method: "GET", path: sch, status: 200, typ: "ScheduledAgentItem"},
@@ -396,15 +410,20 @@ func (w *contractWorld) calls() []contract {
 		{name: "schedules pause", method: "POST", path: sch + "/pause", status: 200, typ: "ScheduledAgentItem"},
 		{name: "schedules resume", method: "POST", path: sch + "/resume", status: 200, typ: "ScheduledAgentItem"},
 		{name: "schedules delete", method: "DELETE", path: sch, status: 200, typ: "ScheduleDeleteResponse"},
-		// Agent identities
+	}
+}
+
+// identityCalls: agent identities, the session and conversations.
+func (w *contractWorld) identityCalls() []contract {
+	conv := "/v1/agent/conversations/" + w.conversation
+	return []contract{
 		{name: "identities create", key: adminKey, method: "POST", path: "/v1/agent/identities", status: 422, typ: "Error",
 			body: map[string]any{"name": "helper", "agent_type": "CUSTOM", "secrets": []map[string]string{{"name": "S"}}}},
 		{name: "identities update", key: adminKey, method: "PUT", path: "/v1/agent/identities/" + w.reviewerUID, status: 422, typ: "Error",
 			body: map[string]any{"description": "changed"}},
-		{name: "identities list", method: "GET", path: "/v1/agent/identities?factory_uid=" + uid, status: 200, typ: "ListAgentIdentitiesResponse"},
+		{name: "identities list", method: "GET", path: "/v1/agent/identities?factory_uid=" + w.factory.UID, status: 200, typ: "ListAgentIdentitiesResponse"},
 		{name: "identities delete", key: adminKey, method: "DELETE", path: "/v1/agent/identities/" + w.reviewerUID, status: 422, typ: "Error"},
 		{name: "identities get", method: "GET", path: "/v1/agent/identities/" + w.reviewerUID, status: 200, typ: "AgentResponse"},
-		// Sessions, conversations
 		{name: "sessions check redirect", key: "-", method: "GET", path: "/v1/agent/sessions/" + factory.NewUUID() + "/redirect", status: 200,
 			typ: "SessionCheckRedirectResponse"},
 		{name: "conversations retrieve", method: "GET", path: conv, status: 200, typ: "RunGetConversationResponse"},
@@ -414,9 +433,17 @@ func (w *contractWorld) calls() []contract {
 		{name: "conversations interrupt (nothing in progress)", method: "POST", path: conv + "/interrupt", status: 409, typ: "Error"},
 		{name: "conversations submit follow-up", method: "POST", path: conv + "/followups", status: 200, typ: "ConversationSubmitFollowupResponse",
 			body: map[string]any{"message": "and more", "mode": "normal"}},
-		// Networking
 		{name: "networking egress ranges", method: "GET", path: "/v1/networking/egress-ranges", status: 200, typ: "NetworkingGetEgressRangesResponse"},
-		// Factories
+	}
+}
+
+// factoryCalls: factories, a dispatch, a run's scores, factory files.
+func (w *contractWorld) factoryCalls() []contract {
+	uid := w.factory.UID
+	files := map[string]any{"files": []map[string]string{{"path": "factory.yaml", "content": contractFiles["factory.yaml"]},
+		{"path": "agents/foreman/agent.md", "content": "---\nagentType: FOREMAN\n---\nGo.\n"},
+		{"path": "automations/a/automation.md", "content": "---\ntriggers:\n  - provider: github\n    event: issue_labled\n---\nGo.\n"}}}
+	return []contract{
 		{name: "factories list", method: "GET", path: "/v1/factory?limit=50&search=acme", status: 200, typ: "FactoryPage"},
 		{name: "factories get", method: "GET", path: "/v1/factory/" + uid, status: 200, typ: "Factory"},
 		{name: "factories runs create", method: "POST", path: "/v1/factory/" + uid + "/runs", status: 200, typ: "FactoryRunCreateResponse",
@@ -426,11 +453,15 @@ func (w *contractWorld) calls() []contract {
 		{name: "files schemas list", key: "-", method: "GET", path: "/v1/factory-files/schemas", status: 200, typ: "SchemaListResponse"},
 		{name: "files schemas retrieve", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1", status: 200, typ: "SchemaRetrieveResponse"},
 		{name: "files schemas get document", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1/factory", status: 200, typ: "object"},
-		// Errors
+	}
+}
+
+// lastCalls: errors, then the cancel of the run the interrupt stopped.
+func (w *contractWorld) lastCalls() []contract {
+	return []contract{
 		{name: "error: no such run", method: "GET", path: "/v1/agent/runs/run_nope0000000000000000", status: 404, typ: "Error"},
 		{name: "error: a bad parameter", method: "GET", path: "/v1/agent/runs?limit=0", status: 400, typ: "Error"},
 		{name: "error: no key", key: "-", method: "GET", path: "/v1/agent/runs", status: 401, typ: "Error"},
-		// Last: cancel the run the interrupt stopped.
 		{name: "runs cancel", method: "POST", path: "/v1/agent/runs/" + w.slow + "/cancel", status: 200, typ: "string"},
 	}
 }
