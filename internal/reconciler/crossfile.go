@@ -302,7 +302,14 @@ func (c *crossCheck) scorers() {
 // suites checks a suite's agent, configurations, and that its tasks list
 // and its tasks/ files correspond one to one.
 func (c *crossCheck) suites() {
+	names := map[string]string{}
 	for _, s := range c.d.Resources[factory.ResourceSuite] {
+		if n := s.Str("name"); n != "" {
+			if other, dup := names[n]; dup {
+				c.errorAt(s.Doc, "/name", fmt.Sprintf("suite name %q is already used by %s", n, other))
+			}
+			names[n] = s.Doc.File
+		}
 		if a := s.Str("agent"); !has(c.agents, a) {
 			c.errorAt(s.Doc, "/agent", fmt.Sprintf("agent %q names no agent%s", a, listOrHint(a, c.agents)))
 		}
