@@ -242,6 +242,15 @@ func (r *Run) Conversation() string {
 // Executor is who executes runs here: this server, as a service account.
 var Executor = Creator{Type: "service_account", UID: "factory-server", DisplayName: "factory server"}
 
+// Worker is the worker an executor is, "" for this server: a worker
+// executes as a service account named for it.
+func (c *Creator) Worker() string {
+	if c == nil || c.UID == Executor.UID {
+		return ""
+	}
+	return c.UID
+}
+
 // ProcessRef names a process group precisely enough to find it again: its
 // leader's PID and the leader's start time (in clock ticks since boot, as
 // /proc says it), which tell it from a later process with the same PID.
