@@ -234,6 +234,7 @@ type contractWorld struct {
 	done, slow, conversation         string
 	fileUID, planUID, screenshotUID  string
 	schedule, reviewerUID, runnerUID string
+	scorerID, suiteUID               string
 	ci                               hook
 	checks                           map[string]func(*testing.T, any)
 }
@@ -257,6 +258,21 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 	}
 	w.slow = createRun(t, h, map[string]any{"prompt": "wait", "config": map[string]any{"environment_id": "slow"}})
 	waitState(t, h, w.slow, "INPROGRESS")
+	w.discover(t, h, f)
+	status, b := call(t, h, "POST", "/v1/agent/schedules", map[string]any{"name": "daily", "cron_schedule": "0 9 * * *", "prompt": "daily"})
+	var sch map[string]any
+	json.Unmarshal(b, &sch)
+	if status != 200 || sch["id"] == nil {
+		t.Fatalf("schedule: %d %s", status, b)
+	}
+	w.schedule = sch["id"].(string)
+	w.addChecks()
+	return w
+}
+
+// discover finds the UIDs the calls name: the reviewer, the runner, the
+// suite and the scorer.
+func (w *contractWorld) discover(t *testing.T, h *harness, f *factory.FactoryStatus) {
 	for _, a := range f.Agents {
 		if a.Name == "reviewer" {
 			w.reviewerUID = a.UID
@@ -265,13 +281,24 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 	for _, r := range f.Runners {
 		w.runnerUID = r.UID
 	}
-	status, b := call(t, h, "POST", "/v1/agent/schedules", map[string]any{"name": "daily", "cron_schedule": "0 9 * * *", "prompt": "daily"})
-	var sch map[string]any
-	json.Unmarshal(b, &sch)
-	if status != 200 || sch["id"] == nil {
-		t.Fatalf("schedule: %d %s", status, b)
+	for _, b := range f.BenchmarkSuites {
+		w.suiteUID = b.UID
 	}
-	w.schedule = sch["id"].(string)
+	_, sb := call(t, h, "GET", "/v1/factory/scorers", nil)
+	var scorers struct {
+		Scorers []struct {
+			ID int64 `json:"id"`
+		} `json:"scorers"`
+	}
+	json.Unmarshal(sb, &scorers)
+	if len(scorers.Scorers) != 1 {
+		t.Fatalf("scorers: %s", sb)
+	}
+	w.scorerID = fmt.Sprint(scorers.Scorers[0].ID)
+}
+
+// addChecks adds what some answers must say beyond their types.
+func (w *contractWorld) addChecks() {
 	w.checks["factories get"] = func(t *testing.T, v any) { checkFactoryObject(t, v.(map[string]any), w) }
 	w.checks["agent list"] = func(t *testing.T, v any) {
 		var names []string
@@ -299,6 +326,22 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 			t.Errorf("models: %v", m)
 		}
 	}
+	w.checks["suites get"] = func(t *testing.T, v any) {
+		confs := v.(map[string]any)["configurations"].([]any)
+		tasks := v.(map[string]any)["tasks"].([]any)
+		c1 := confs[1].(map[string]any)
+		ac := c1["agent_configs"].([]any)[0].(map[string]any)
+		if len(confs) != 2 || confs[0].(map[string]any)["role"] != "baseline" || c1["role"] != "candidate" || ac["harness"] != "claude" ||
+			ac["model"] != "opus" || ac["agent_uid"] != w.reviewerUID || len(tasks) != 1 {
+			t.Errorf("the suite: %v", v)
+		}
+	}
+	w.checks["scorers list"] = func(t *testing.T, v any) {
+		sc := v.(map[string]any)["scorers"].([]any)[0].(map[string]any)
+		if sc["self_improvement_enabled"] != true || sc["threshold"] != 1.0 || sc["model_id"] != "judge-1" || sc["scope_mode"] != "selected_agents" {
+			t.Errorf("the scorer: %v", sc)
+		}
+	}
 	w.checks["runs conversation"] = func(t *testing.T, v any) {
 		m := v.(map[string]any)
 		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
@@ -310,7 +353,6 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 			t.Errorf("the file and the screenshot: %v", a)
 		}
 	}
-	return w
 }
 
 // checkFactoryObject: the Factory object says what factory.yaml says.
@@ -353,7 +395,7 @@ func checkFactoryObject(t *testing.T, f map[string]any, w *contractWorld) {
 // calls are the SDKs' calls, in api.md's order, as the world's state
 // allows each.
 func (w *contractWorld) calls() []contract {
-	return slices.Concat(w.agentCalls(), w.runCalls(), w.scheduleCalls(), w.identityCalls(), w.factoryCalls(), w.lastCalls())
+	return slices.Concat(w.agentCalls(), w.runCalls(), w.scheduleCalls(), w.identityCalls(), w.factoryCalls(), w.measureCalls(), w.lastCalls())
 }
 
 // agentCalls: agent (artifacts, environments, models, run).
@@ -453,6 +495,35 @@ func (w *contractWorld) factoryCalls() []contract {
 		{name: "files schemas list", key: "-", method: "GET", path: "/v1/factory-files/schemas", status: 200, typ: "SchemaListResponse"},
 		{name: "files schemas retrieve", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1", status: 200, typ: "SchemaRetrieveResponse"},
 		{name: "files schemas get document", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1/factory", status: 200, typ: "object"},
+	}
+}
+
+// measureCalls: scorers, benchmark suites and runs, tasks.
+func (w *contractWorld) measureCalls() []contract {
+	f := "/v1/factory/" + w.factory.UID
+	sc := "/v1/factory/scorers/" + w.scorerID
+	task := f + "/tasks/" + factory.NewUUID()
+	return []contract{
+		{name: "scorers list", method: "GET", path: "/v1/factory/scorers?factory_uid=" + w.factory.UID + "&include_managed=false", status: 200, typ: "ScorerListResponse"},
+		{name: "scorers create", method: "POST", path: "/v1/factory/scorers", status: 422, typ: "Error", body: map[string]any{"name": "s", "model_id": "m"}},
+		{name: "scorers list results", method: "GET", path: sc + "/results?limit=10", status: 200, typ: "ScorerResultsPage"},
+		{name: "scorers list result reasons", method: "GET", path: sc + "/results/reasons?run_id=" + w.done, status: 200, typ: "ScorerListResultReasonsResponse"},
+		{name: "suites list", method: "GET", path: f + "/benchmarks/suites", status: 200, typ: "SuitePage"},
+		{name: "suites get", method: "GET", path: f + "/benchmarks/suites/" + w.suiteUID, status: 200, typ: "SuiteGetResponse"},
+		{name: "suites create", method: "POST", path: f + "/benchmarks/suites", status: 422, typ: "Error", body: map[string]any{"name": "s", "agent_uid": w.reviewerUID}},
+		{name: "suites launch run", method: "POST", path: f + "/benchmarks/suites/" + w.suiteUID + "/runs", status: 422, typ: "Error",
+			body: map[string]any{"repetition_count": 1, "configurations": []map[string]any{{"role": "baseline", "model": "auto"}}}},
+		{name: "benchmark runs list", method: "GET", path: f + "/benchmarks/runs", status: 200, typ: "BenchmarkRunPage"},
+		{name: "benchmark runs get", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID(), status: 404, typ: "Error"},
+		{name: "benchmark runs get results", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID() + "/results", status: 404, typ: "Error"},
+		{name: "tasks create", method: "POST", path: f + "/tasks", status: 422, typ: "Error", body: map[string]any{"title": "t", "prompt": "p"}},
+		{name: "tasks update", method: "PATCH", path: task, status: 404, typ: "Error", body: map[string]any{"stage": "REVIEW"}},
+		{name: "tasks list", method: "GET", path: f + "/tasks?stage=TRIAGE", status: 200, typ: "TaskPage"},
+		{name: "tasks delete", method: "DELETE", path: task, status: 404, typ: "Error"},
+		{name: "tasks cancel", method: "POST", path: task + "/cancel", status: 404, typ: "Error"},
+		{name: "tasks get", method: "GET", path: task, status: 404, typ: "Error"},
+		{name: "tasks get by conversation", method: "GET", path: f + "/task-by-conversation?conversation_id=" + w.conversation, status: 404, typ: "Error"},
+		{name: "tasks get by run", method: "GET", path: f + "/task-by-run?run_id=" + w.done, status: 404, typ: "Error"},
 	}
 }
 
@@ -578,4 +649,12 @@ var sdkRoutes = [][2]string{
 	{"GET", "/v1/factory"}, {"GET", "/v1/factory/{uid}"}, {"POST", "/v1/factory/{uid}/runs"}, {"GET", "/v1/factory/runs/{run_id}/scores"},
 	{"POST", "/v1/factory-files/validate"}, {"GET", "/v1/factory-files/schemas/v1alpha1"}, {"GET", "/v1/factory-files/schemas"},
 	{"GET", "/v1/factory-files/schemas/v1alpha1/factory"},
+	{"POST", "/v1/factory/scorers"}, {"GET", "/v1/factory/scorers"}, {"GET", "/v1/factory/scorers/1/results/reasons?run_id=r"},
+	{"GET", "/v1/factory/scorers/1/results"},
+	{"POST", "/v1/factory/{uid}/benchmarks/suites"}, {"GET", "/v1/factory/{uid}/benchmarks/suites"}, {"GET", "/v1/factory/{uid}/benchmarks/suites/s"},
+	{"POST", "/v1/factory/{uid}/benchmarks/suites/s/runs"}, {"GET", "/v1/factory/{uid}/benchmarks/runs"}, {"GET", "/v1/factory/{uid}/benchmarks/runs/r"},
+	{"GET", "/v1/factory/{uid}/benchmarks/runs/r/results"},
+	{"POST", "/v1/factory/{uid}/tasks"}, {"PATCH", "/v1/factory/{uid}/tasks/t"}, {"GET", "/v1/factory/{uid}/tasks"}, {"DELETE", "/v1/factory/{uid}/tasks/t"},
+	{"POST", "/v1/factory/{uid}/tasks/t/cancel"}, {"GET", "/v1/factory/{uid}/tasks/t"}, {"GET", "/v1/factory/{uid}/task-by-conversation?conversation_id=c"},
+	{"GET", "/v1/factory/{uid}/task-by-run?run_id=r"},
 }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 
 	"factory"
+	"factory/internal/store"
 )
 
 // The rest of the platform API's calls (docs/agents-api.md): the models
@@ -19,7 +22,6 @@ func (s *Server) platformRoutes(mux *routes) {
 	mux.Handle("GET /v1/networking/egress-ranges", read(s.egressRanges))
 	mux.Handle("GET /v1/agent/runs/{runId}/harness-usage", readRuns(s.harnessUsage))
 	mux.Handle("GET /v1/agent/runs/{runId}/handoff/attachments", readRuns(s.handoffAttachments))
-	mux.Handle("GET /v1/factory/runs/{runId}/scores", readRuns(s.runScores))
 }
 
 // harnessTypes are the harnesses an environment can be mapped to.
@@ -174,8 +176,11 @@ func (s *Server) handoffAttachments(w http.ResponseWriter, r *http.Request) erro
 // runScores is GET /v1/factory/runs/{id}/scores: the scorers' scores of
 // the run. Scorers are validated and applied here, not executed, so no run
 // has a score yet: the list is empty.
-func (s *Server) runScores(w http.ResponseWriter, r *http.Request) error {
-	run, err := s.runOf(r)
+func (s *Server) runScores(w http.ResponseWriter, id string) error {
+	run, err := s.store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
+	}
 	if err != nil {
 		return err
 	}

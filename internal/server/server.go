@@ -446,6 +446,7 @@ func (s *Server) Handler() http.Handler {
 	s.identityRoutes(mux)
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)
+	s.measureRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
@@ -500,12 +501,34 @@ func (rt *routes) done() http.Handler {
 			allow = append(allow, http.MethodHead)
 		}
 		header := strings.Join(allow, ", ")
-		rt.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		fallback := func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", header)
 			problem.Write(w, r, problem.Errorf(problem.MethodNotAllowed, fmt.Sprintf("%s is not allowed here: use %s", r.Method, header)), nil)
-		})
+		}
+		// A path without a method would overlap another method's pattern
+		// with wildcards (/v1/factory/scorers and GET /v1/factory/{uid}):
+		// then each other method gets its fallback alone, where it does not.
+		if !tryHandle(rt.mux, path, fallback) {
+			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+				if !slices.Contains(allow, m) {
+					tryHandle(rt.mux, m+" "+path, fallback)
+				}
+			}
+		}
 	}
 	return rt.mux
+}
+
+// tryHandle registers a pattern unless it conflicts with one registered
+// (the mux panics then).
+func tryHandle(mux *http.ServeMux, pattern string, h http.HandlerFunc) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	mux.HandleFunc(pattern, h)
+	return true
 }
 
 type handler func(w http.ResponseWriter, r *http.Request) error
