@@ -45,22 +45,26 @@ type Artifact struct {
 type ArtifactData struct {
 	// UID names stored bytes (FILE, SCREENSHOT, PLAN): GET
 	// /v1/agent/artifacts/{uid}.
-	UID           string         `json:"artifact_uid,omitempty"`
-	Filename      string         `json:"filename,omitempty"`
-	Filepath      string         `json:"filepath,omitempty"`
-	MimeType      string         `json:"mime_type,omitempty"`
-	Description   string         `json:"description,omitempty"`
-	SizeBytes     int64          `json:"size_bytes,omitempty"`
-	Title         string         `json:"title,omitempty"`
-	URL           string         `json:"url,omitempty"`
-	Branch        string         `json:"branch,omitempty"`
+	UID         string `json:"artifact_uid,omitempty"`
+	Filename    string `json:"filename,omitempty"`
+	Filepath    string `json:"filepath,omitempty"`
+	MimeType    string `json:"mime_type,omitempty"`
+	Description string `json:"description,omitempty"`
+	SizeBytes   int64  `json:"size_bytes,omitempty"`
+	Title       string `json:"title,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Branch      string `json:"branch,omitempty"`
+	// Status is a pull request's: open, draft, merged, closed, as its
+	// code host last said, or unknown (the default: nothing heard of it).
+	Status        string         `json:"status,omitempty"`
 	DocumentUID   string         `json:"document_uid,omitempty"`
 	ReferenceType string         `json:"reference_type,omitempty"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
-	// Status is a pull request's: open, draft, merged, closed or unknown,
-	// as its code host last said.
-	Status string `json:"status,omitempty"`
 }
+
+// PullRequestUnknown is the status of a pull request this server has no
+// word of from its code host.
+const PullRequestUnknown = "unknown"
 
 // HasBytes reports whether the artifact names stored bytes.
 func (a *Artifact) HasBytes() bool { return a.Data.UID != "" }
@@ -83,9 +87,11 @@ func (a Artifact) MarshalJSON() ([]byte, error) {
 		opt("description", d.Description)
 		opt("title", d.Title)
 	case ArtifactPullRequest:
-		data["url"], data["branch"] = d.URL, d.Branch
+		data["url"], data["branch"], data["status"] = d.URL, d.Branch, d.Status
+		if d.Status == "" {
+			data["status"] = PullRequestUnknown
+		}
 		opt("title", d.Title)
-		opt("status", d.Status)
 	case ArtifactPlan:
 		data["document_uid"] = d.DocumentUID
 		opt("artifact_uid", d.UID)

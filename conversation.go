@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -8,11 +9,86 @@ import (
 // Conversation is a run's turns as the agent's session streamed them
 // (GET /v1/agent/runs/{id}/conversation): each turn's prompt (the run's
 // prompt, then each follow-up), the agent's messages, its tool calls and
-// plans, and how the turn ended.
+// plans, and how the turn ended. Steps are the same turns as the newest
+// SDKs type a conversation (ConversationStep); Turns stay for older
+// clients.
 type Conversation struct {
 	RunID          string             `json:"run_id"`
 	ConversationID string             `json:"conversation_id"`
+	Steps          []ConversationStep `json:"steps"`
 	Turns          []ConversationTurn `json:"turns"`
+}
+
+// ConversationStep is one turn as a step of the SDKs' conversation: its
+// instruction (description), its messages in order, and how it ended
+// (summary). A turn delegates no work to others here: steps is empty.
+type ConversationStep struct {
+	ID          string             `json:"id"`
+	Description string             `json:"description,omitempty"`
+	Messages    []StepMessage      `json:"messages"`
+	Steps       []ConversationStep `json:"steps"`
+	StartedAt   *time.Time         `json:"started_at,omitempty"`
+	CompletedAt *time.Time         `json:"completed_at,omitempty"`
+	Summary     string             `json:"summary,omitempty"`
+}
+
+// StepMessage is one message of a step: role user, assistant, tool or
+// system, and its content blocks: {type: text, text} for what was said,
+// {type: event, name, data} for the rest (a tool call as the agent
+// reported it, a plan, a permission decision, the end of the turn).
+type StepMessage struct {
+	Role      string           `json:"role"`
+	Content   []map[string]any `json:"content"`
+	Timestamp time.Time        `json:"timestamp"`
+}
+
+// StepsOf are a run's turns as conversation steps.
+func StepsOf(runID string, turns []ConversationTurn) []ConversationStep {
+	out := make([]ConversationStep, 0, len(turns))
+	for _, t := range turns {
+		st := ConversationStep{ID: derivedUUID("step\x00" + runID + "\x00" + strconv.Itoa(t.Index)), Description: t.Prompt,
+			Messages: []StepMessage{}, Steps: []ConversationStep{}, StartedAt: t.StartedAt, CompletedAt: t.EndedAt}
+		for _, m := range t.Messages {
+			sm := stepMessage(m)
+			if m.Kind == "result" {
+				st.Summary = m.Text
+				sm.Content[0]["data"].(map[string]any)["state"] = t.State
+			}
+			st.Messages = append(st.Messages, sm)
+		}
+		if st.StartedAt == nil && len(t.Messages) > 0 {
+			at := t.Messages[0].OccurredAt
+			st.StartedAt = &at
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// stepMessage is one of a turn's messages as the SDKs' message.
+func stepMessage(m ConversationMessage) StepMessage {
+	text := func(role string) StepMessage {
+		return StepMessage{Role: role, Content: []map[string]any{{"type": "text", "text": m.Text}}, Timestamp: m.OccurredAt}
+	}
+	event := func(role, name string, data map[string]any) StepMessage {
+		return StepMessage{Role: role, Content: []map[string]any{{"type": "event", "name": name, "data": data}}, Timestamp: m.OccurredAt}
+	}
+	switch m.Kind {
+	case "prompt", "followup":
+		return text("user")
+	case "tool_call":
+		return event("tool", "tool_call", map[string]any{"text": m.Text})
+	case "plan":
+		return event("assistant", "plan", map[string]any{"text": m.Text})
+	case "permission_decision":
+		return event("system", "permission_decision", map[string]any{"text": m.Text})
+	case "result":
+		return event("system", "turn_ended", map[string]any{"message": m.Text})
+	}
+	if m.Role == "system" {
+		return text("system")
+	}
+	return text("assistant")
 }
 
 // ConversationTurn is one turn.
@@ -83,6 +159,7 @@ func BuildConversation(r *Run, events []*RunEvent) Conversation {
 			}
 		}
 	}
+	c.Steps = StepsOf(r.ID, c.Turns)
 	return c
 }
 

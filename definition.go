@@ -66,6 +66,10 @@ const (
 	ProviderSlack    = "slack"
 	ProviderJira     = "jira"
 	ProviderFactory  = "factory"
+	// ProviderTeams is Microsoft Teams (docs/spec/talkback.md);
+	// ProviderAzureDevOps is Azure DevOps Services' service hooks.
+	ProviderTeams       = "teams"
+	ProviderAzureDevOps = "azure_devops"
 )
 
 // Trigger starts a run when an event of its provider matches it: for the
@@ -103,25 +107,93 @@ type TriggerSchedule struct {
 // keys otherwise (docs/spec/v1alpha1.md). Keys whose meaning this server
 // only keeps and shows are canonical JSON.
 type Settings struct {
-	SchemaVersion      string          `json:"schemaVersion,omitempty"`
-	Name               string          `json:"name,omitempty"`
-	Description        string          `json:"description,omitempty"`
-	Alias              string          `json:"alias,omitempty"`
-	CredentialStrategy string          `json:"credentialStrategy,omitempty"`
-	Repositories       []Repository    `json:"repositories,omitempty"`
-	Secrets            []string        `json:"secrets,omitempty"`
-	MCPServers         json.RawMessage `json:"mcpServers,omitempty"`
-	CloudProviders     json.RawMessage `json:"cloudProviders,omitempty"`
-	Integrations       json.RawMessage `json:"integrations,omitempty"`
-	CodeForges         []string        `json:"codeForges,omitempty"`
-	AgentDefaults      *ExecSettings   `json:"agentDefaults,omitempty"`
-	WebhookBaseURL     string          `json:"webhookBaseUrl,omitempty"`
+	SchemaVersion      string           `json:"schemaVersion,omitempty"`
+	Name               string           `json:"name,omitempty"`
+	Description        string           `json:"description,omitempty"`
+	Alias              string           `json:"alias,omitempty"`
+	CredentialStrategy string           `json:"credentialStrategy,omitempty"`
+	Repositories       []Repository     `json:"repositories,omitempty"`
+	Secrets            []string         `json:"secrets,omitempty"`
+	MCPServers         json.RawMessage  `json:"mcpServers,omitempty"`
+	CloudProviders     json.RawMessage  `json:"cloudProviders,omitempty"`
+	Integrations       json.RawMessage  `json:"integrations,omitempty"`
+	CodeForges         []string         `json:"codeForges,omitempty"`
+	AgentDefaults      *ExecSettings    `json:"agentDefaults,omitempty"`
+	ScorerDefaults     *ScorerDefaults  `json:"scorerDefaults,omitempty"`
+	SelfImprovement    *SelfImprovement `json:"selfImprovement,omitempty"`
+	WebhookBaseURL     string           `json:"webhookBaseUrl,omitempty"`
 	// SpecApproval (extension; docs/spec/foreman.md): "required" (the
 	// default) keeps a task from IMPLEMENT until a person approved its
 	// spec; "none" does not.
 	SpecApproval string `json:"specApproval,omitempty"`
 	// Orchestration (extension) bounds how deep agents dispatch agents.
 	Orchestration *Orchestration `json:"orchestration,omitempty"`
+}
+
+// Repository is a repository a factory works on: owner/name (a GitLab
+// owner is the full namespace; an Azure DevOps owner is
+// <organization>/<project>).
+type Repository struct {
+	Owner string `json:"owner"`
+	Name  string `json:"name"`
+}
+
+// ScorerDefaults is factory.yaml's scorerDefaults: the judge model and the
+// share of runs scored, and sparse execution settings for scorers (a key
+// left out inherits agentDefaults'). Scorers are validated and applied,
+// not executed, here: the API shows these.
+type ScorerDefaults struct {
+	Model      string          `json:"model,omitempty"`
+	SampleRate *float64        `json:"sampleRate,omitempty"`
+	Runner     string          `json:"runner,omitempty"`
+	Secrets    []string        `json:"secrets,omitempty"`
+	MCPServers json.RawMessage `json:"mcpServers,omitempty"`
+}
+
+// SelfImprovement is factory.yaml's selfImprovement: who reviews the pull
+// requests of self-improvement runs (none, admins, team, or the custom
+// reviewerEmails), and how many failing scored runs start one.
+type SelfImprovement struct {
+	ReviewerType       string   `json:"reviewerType"`
+	FailedRunThreshold int      `json:"failedRunThreshold,omitempty"`
+	ReviewerEmails     []string `json:"reviewerEmails,omitempty"`
+}
+
+// Code forges of factory.yaml's codeForges (the API's code_forge).
+const (
+	ForgeGitHub      = "GITHUB"
+	ForgeGitLab      = "GITLAB"
+	ForgeAzureDevOps = "AZURE_DEVOPS"
+	ForgeNone        = "NONE"
+)
+
+// Integration is one entry of factory.yaml's integrations: its type and
+// the settings under the key named for it.
+type Integration struct {
+	Type  string `json:"type"`
+	Slack *struct {
+		AutoRespondToThreadReplies *bool `json:"autoRespondToThreadReplies,omitempty"`
+	} `json:"slack,omitempty"`
+	Teams *struct {
+		AutoRespondToThreadReplies *bool `json:"autoRespondToThreadReplies,omitempty"`
+	} `json:"microsoft-teams,omitempty"`
+	Linear *struct {
+		TeamIDs []string `json:"teamIds,omitempty"`
+	} `json:"linear,omitempty"`
+	Jira *struct {
+		ProjectKeys []string `json:"projectKeys,omitempty"`
+	} `json:"jira,omitempty"`
+}
+
+// IntegrationList reads integrations (validated by the schema); nil when
+// factory.yaml declares none.
+func (s *Settings) IntegrationList() []Integration {
+	if len(s.Integrations) == 0 {
+		return nil
+	}
+	var out []Integration
+	_ = json.Unmarshal(s.Integrations, &out)
+	return out
 }
 
 // Orchestration is factory.yaml's orchestration (extension).

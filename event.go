@@ -57,12 +57,16 @@ const (
 	SourceLinear = "LINEAR"
 	SourceSlack  = "SLACK"
 	SourceJira   = "JIRA"
+	SourceTeams  = "TEAMS"
+	// SourceAzureDevOps is the source of runs that Azure DevOps service
+	// hooks start.
+	SourceAzureDevOps = "AZURE_DEVOPS_WEBHOOK"
 )
 
 // ProviderSource is the run source of a provider's events.
 func ProviderSource(provider string) string {
 	return map[string]string{ProviderGitHub: SourceGitHub, ProviderGitLab: SourceGitLab, ProviderLinear: SourceLinear,
-		ProviderSlack: SourceSlack, ProviderJira: SourceJira}[provider]
+		ProviderSlack: SourceSlack, ProviderJira: SourceJira, ProviderTeams: SourceTeams, ProviderAzureDevOps: SourceAzureDevOps}[provider]
 }
 
 // EventSourceOf is the provider whose events a webhook carries: its
@@ -73,7 +77,7 @@ func EventSourceOf(w *WebhookSpec) string {
 		return w.EventSource
 	}
 	switch w.SignatureScheme {
-	case ProviderGitHub, ProviderGitLab, ProviderLinear, ProviderSlack:
+	case ProviderGitHub, ProviderGitLab, ProviderLinear, ProviderSlack, ProviderAzureDevOps:
 		if w.AuthMode == AuthSignature {
 			return w.SignatureScheme
 		}

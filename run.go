@@ -54,8 +54,8 @@ const (
 
 // RunSourceNames are the sources a run list can filter by, as the API
 // spells them.
-var RunSourceNames = []string{SourceAPI, SourceCLI, SourceCustomWebhook, SourceScheduled, SourceGitHub, SourceGitLab, SourceLinear, SourceOrchestration,
-	SourceSlack, SourceJira}
+var RunSourceNames = []string{SourceAPI, SourceCLI, SourceCustomWebhook, SourceScheduled, SourceGitHub, SourceGitLab, SourceLinear,
+	SourceSlack, SourceJira, SourceTeams, SourceAzureDevOps, SourceOrchestration, SourceMCP}
 
 // legacySources are the spellings of runs stored before the product's:
 // they read back under the new names.
@@ -144,6 +144,9 @@ type Run struct {
 	Artifacts       []Artifact        `json:"artifacts,omitempty"`
 	ArtifactDigests map[string]string `json:"artifact_digests,omitempty"`
 	ArtifactBytes   int64             `json:"artifact_bytes,omitempty"`
+	// Usage is what the run consumed, as its harness reported it; nil
+	// until one has.
+	Usage *RequestUsage `json:"usage,omitempty"`
 	// Setup is what a run of a factory's agent brings to its workspace
 	// before the agent starts: the agent, its harness, its skills and its
 	// runner's setup commands (docs/definitions.md, "What agents do").
@@ -271,6 +274,15 @@ func (r *Run) Conversation() string {
 // Executor is who executes runs here: this server, as a service account.
 var Executor = Creator{Type: "service_account", UID: "factory-server", DisplayName: "factory server"}
 
+// Worker is the worker an executor is, "" for this server: a worker
+// executes as a service account named for it.
+func (c *Creator) Worker() string {
+	if c == nil || c.UID == Executor.UID {
+		return ""
+	}
+	return c.UID
+}
+
 // ProcessRef names a process group precisely enough to find it again: its
 // leader's PID and the leader's start time (in clock ticks since boot, as
 // /proc says it), which tell it from a later process with the same PID.
@@ -286,11 +298,93 @@ type Creator struct {
 	DisplayName string `json:"display_name,omitempty"`
 }
 
-// StatusMessage is the latest thing a run reported.
+// StatusMessage is the latest thing a run reported. ErrorCode is this
+// project's code as the run was stored; the API shows the SDKs' nearest
+// one (Public), with this one in Detail.
 type StatusMessage struct {
 	Message   string `json:"message"`
 	ErrorCode string `json:"error_code,omitempty"`
 	Retryable bool   `json:"retryable,omitempty"`
+	// Detail is the finer cause behind ErrorCode, when the API's code is
+	// coarser than the stored one (worker_lost behind
+	// resource_unavailable).
+	Detail string `json:"detail,omitempty"`
+}
+
+// ErrorCodes are the platform API's error codes, the only ones a run's
+// status_message.error_code takes (ErrorCode of the newest SDKs:
+// src/resources/agent/agent.ts, types/error_code.py).
+var ErrorCodes = []string{"insufficient_credits", "feature_not_available", "external_authentication_required", "not_authorized",
+	"invalid_request", "resource_not_found", "budget_exceeded", "integration_disabled", "integration_not_configured",
+	"operation_not_supported", "environment_setup_failed", "content_policy_violation", "conflict", "authentication_required",
+	"resource_unavailable", "agent_stream_network_error", "agent_stream_failure", "internal_error"}
+
+// finerErrorCodes map this project's run error codes to the platform's
+// nearest: the agent's own failure is the agent's stream failing; a lost
+// worker or a limit of the machine is a resource that was not there to
+// finish; a missing secret or environment is a resource not found; a
+// harness the server does not run is an integration not configured.
+var finerErrorCodes = map[string]string{
+	"agent_process_failed":   "agent_stream_failure",
+	"infrastructure_timeout": "resource_unavailable",
+	"worker_lost":            "resource_unavailable",
+	"secret_unavailable":     "resource_not_found",
+	"unknown_environment":    "resource_not_found",
+	"harness_not_configured": "integration_not_configured",
+	"checkout_failed":        "environment_setup_failed",
+}
+
+// PlatformErrorCode is the platform's code for one of this project's: the
+// code itself when the platform has it, its nearest otherwise, and
+// internal_error for a code this table does not know.
+func PlatformErrorCode(code string) string {
+	for _, c := range ErrorCodes {
+		if c == code {
+			return code
+		}
+	}
+	if c, ok := finerErrorCodes[code]; ok {
+		return c
+	}
+	return "internal_error"
+}
+
+// Public is the status message as the API shows it: error_code from the
+// platform's codes, the stored code in detail when that differs.
+func (m *StatusMessage) Public() *StatusMessage {
+	if m == nil {
+		return nil
+	}
+	out := *m
+	if m.ErrorCode != "" {
+		if out.ErrorCode = PlatformErrorCode(m.ErrorCode); out.ErrorCode != m.ErrorCode && out.Detail == "" {
+			out.Detail = m.ErrorCode
+		}
+	}
+	return &out
+}
+
+// RequestUsage is what a run consumed, as the SDKs' RunItem.request_usage
+// types it; every field is optional (absent: not measured).
+type RequestUsage struct {
+	TotalTokens      *int64                     `json:"total_tokens,omitempty"`
+	ModelTokenUsage  []ModelTokenUsage          `json:"model_token_usage,omitempty"`
+	UsageByCategory  map[string]json.RawMessage `json:"usage_by_category,omitempty"`
+	InferenceCostUSD *float64                   `json:"inference_cost_usd,omitempty"`
+	ComputeCostUSD   *float64                   `json:"compute_cost_usd,omitempty"`
+	PlatformCostUSD  *float64                   `json:"platform_cost_usd,omitempty"`
+	InferenceCost    *float64                   `json:"inference_cost,omitempty"`
+	ComputeCost      *float64                   `json:"compute_cost,omitempty"`
+	PlatformCost     *float64                   `json:"platform_cost,omitempty"`
+}
+
+// ModelTokenUsage is the tokens one model consumed; usage_type is warp,
+// byok or custom_endpoint.
+type ModelTokenUsage struct {
+	ModelID          string           `json:"model_id"`
+	TotalTokens      int64            `json:"total_tokens"`
+	UsageType        string           `json:"usage_type"`
+	TokensByCategory map[string]int64 `json:"tokens_by_category,omitempty"`
 }
 
 // Attachment is a file given to the run, stored in its workspace.
@@ -350,6 +444,9 @@ type RunItem struct {
 	ExecutionLocation    string   `json:"execution_location"`
 	Executor             *Creator `json:"executor"`
 	IsRunTypeCancellable bool     `json:"is_run_type_cancellable"`
+	// RequestUsage is null until the run's harness has reported what it
+	// consumed (the SDKs require the key).
+	RequestUsage *RequestUsage `json:"request_usage"`
 }
 
 // AgentSkill is the skill a run used.
@@ -365,14 +462,16 @@ const ExecutionRemote = "REMOTE"
 func (r *Run) Item() RunItem {
 	it := RunItem{RunID: r.ID, TaskID: r.ID, Title: r.Title, Prompt: r.Prompt, State: r.State, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
-		StatusMessage: r.StatusMessage, Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
+		StatusMessage: r.StatusMessage.Public(), Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
 		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.RootRunID(), ParentRunID: r.ParentRunID,
 		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, ScheduledAt: r.ScheduledAt, TriggerURL: r.TriggerURL,
-		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true}
+		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true, RequestUsage: r.Usage}
 	it.Source = SourceName(r.Source)
 	executor := Executor
 	if r.Worker != "" {
-		executor = Creator{Type: "worker", UID: r.Worker, DisplayName: r.Worker}
+		// A worker executes as a service account of this server (the SDKs
+		// know user and service_account only).
+		executor = Creator{Type: "service_account", UID: r.Worker, DisplayName: "worker " + r.Worker}
 	}
 	it.Executor = &executor
 	if it.Artifacts == nil {

@@ -241,8 +241,11 @@ func (it *InboxItem) Wire(reader string, stage TaskStage, origin string) InboxWi
 	return w
 }
 
-// SourceOrchestration is the source of a run a foreman dispatched.
-const SourceOrchestration = "ORCHESTRATION"
+// Sources of a foreman's dispatch (ORCHESTRATION) and of send_task (MCP).
+const (
+	SourceOrchestration = "ORCHESTRATION"
+	SourceMCP           = "MCP"
+)
 
 // Task UID and inbox item prefixes.
 const (

@@ -173,9 +173,16 @@ func (a *app) runsGet(cmd *cobra.Command, id string, o *runsGetOpts) error {
 		r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
 	if r.StatusMessage != nil {
 		fmt.Fprintf(tw, "Status:\t%s\n", r.StatusMessage.Message)
+		if sm := r.StatusMessage; sm.ErrorCode != "" {
+			code := sm.ErrorCode
+			if sm.Detail != "" {
+				code += " (" + sm.Detail + ")"
+			}
+			fmt.Fprintf(tw, "Error:\t%s\n", code)
+		}
 	}
-	if r.Executor != nil && r.Executor.Type == "worker" {
-		fmt.Fprintf(tw, "Worker:\t%s\n", r.Executor.UID)
+	if w := r.Executor.Worker(); w != "" {
+		fmt.Fprintf(tw, "Worker:\t%s\n", w)
 	}
 	if r.DeliveryID != "" {
 		fmt.Fprintf(tw, "Delivery:\t%s (automation %s)\n", r.DeliveryID, r.AutomationID)

@@ -152,10 +152,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
+	egress, _ := cfg.EgressRanges() // LoadConfig has checked them
+	models, defaultModel := cfg.Models()
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
-		Backups: backups, Version: versionString()},
+		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok

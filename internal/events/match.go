@@ -47,7 +47,7 @@ func anyMatch(key string, want, got []string) bool {
 
 func valueMatches(key, want, got string) bool {
 	switch key {
-	case "repos":
+	case "repos", "source_repos":
 		return strings.EqualFold(want, got)
 	case "keywords":
 		return strings.Contains(lower(got), lower(want))

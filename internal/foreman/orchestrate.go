@@ -272,7 +272,7 @@ func (f *Foreman) SendTask(fac *factory.Factory, taskUID, title, prompt string, 
 	if strings.TrimSpace(title) == "" {
 		return nil, nil, factory.Errorf(factory.EINVALID, "title: required for new work")
 	}
-	req := runs.CreateRequest{Prompt: prompt, Title: title, Source: "MCP", FactoryUID: fac.UID, Creator: by, CreatorSecrets: creatorSecrets}
+	req := runs.CreateRequest{Prompt: prompt, Title: title, Source: factory.SourceMCP, FactoryUID: fac.UID, Creator: by, CreatorSecrets: creatorSecrets}
 	ag, err := automations.ResolveAgent(f.cfg.Store, f.cfg.Runs, fac, "", nil)
 	if err != nil {
 		return nil, nil, err

@@ -42,6 +42,7 @@ var Schemes = map[string]Scheme{
 	"shopify":           shopify{},
 	"linear":            linear{},
 	"gitlab":            gitlab{},
+	"azure_devops":      azureDevOps{},
 }
 
 // bodyIdentified is a scheme whose sender puts the delivery's ID in the

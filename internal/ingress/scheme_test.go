@@ -194,7 +194,22 @@ func TestSchemeCases(t *testing.T) {
 		{"valid", "gitlab", hdr("X-Gitlab-Token", s), body, s, now, nil},
 		{"wrong secret", "gitlab", hdr("X-Gitlab-Token", "other"), body, s, now, ErrMismatch},
 		{"missing header", "gitlab", hdr(), body, s, now, ErrUnsigned},
+
+		{"valid", "azure_devops", hdr("Authorization", basic("factory", s)), body, s, now, nil},
+		{"any user name", "azure_devops", hdr("Authorization", basic("", s)), body, s, now, nil},
+		{"wrong secret", "azure_devops", hdr("Authorization", basic("factory", "other")), body, s, now, ErrMismatch},
+		{"a bearer token", "azure_devops", hdr("Authorization", "Bearer "+s), body, s, now, ErrMalformed},
+		{"not base64", "azure_devops", hdr("Authorization", "Basic %%%"), body, s, now, ErrMalformed},
+		{"no password", "azure_devops", hdr("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s))), body, s, now, ErrMalformed},
+		{"missing header", "azure_devops", hdr(), body, s, now, ErrUnsigned},
 	})
+	if got := Schemes["azure_devops"].(bodyIdentified).BodyDeliveryID([]byte(`{"id":"03c164c2-8912-4d5e-8009-3707d5f83734","eventType":"git.push"}`)); got != "03c164c2-8912-4d5e-8009-3707d5f83734" {
+		t.Errorf("an Azure DevOps event's identity: %q", got)
+	}
+}
+
+func basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
 
 func TestDeliveryIDHeaders(t *testing.T) {

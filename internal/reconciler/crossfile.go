@@ -1,9 +1,9 @@
 package reconciler
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,12 +93,18 @@ func (c *crossCheck) settings() {
 			c.errorAt(doc, "/agentDefaults", "agentDefaults needs exactly one of model or harness")
 		}
 	}
-	var linear, jira bool
-	for _, t := range integrationTypes(st) {
-		linear, jira = linear || t == "linear", jira || t == "jira"
+	c.integrations()
+	c.codeForges()
+	if sd := st.ScorerDefaults; sd != nil && sd.Runner != "" && !has(c.runners, sd.Runner) {
+		c.errorAt(doc, "/scorerDefaults/runner", fmt.Sprintf("runner %q names no runner: there is no runners/%s.yaml%s", sd.Runner, sd.Runner, listOrHint(sd.Runner, c.runners)))
 	}
-	if linear && jira {
-		c.errorAt(doc, "/integrations", "linear and jira integrations exclude each other: keep one")
+	if si := st.SelfImprovement; si != nil {
+		switch {
+		case si.ReviewerType == "custom" && len(si.ReviewerEmails) == 0:
+			c.errorAt(doc, "/selfImprovement", "reviewerType custom needs reviewerEmails: the team members reviewers are chosen from")
+		case si.ReviewerType != "custom" && len(si.ReviewerEmails) > 0:
+			c.errorAt(doc, "/selfImprovement/reviewerEmails", fmt.Sprintf("reviewerEmails is only for reviewerType custom (this one is %s)", si.ReviewerType))
+		}
 	}
 	if c.d.V1Alpha1() && len(c.agents) == 0 {
 		c.errorAt(doc, "/schemaVersion", "a v1alpha1 factory needs at least one agent: agents/<name>/agent.md, one of them with agentType: FOREMAN")
@@ -319,7 +325,14 @@ func (c *crossCheck) scorers() {
 // suites checks a suite's agent, configurations, and that its tasks list
 // and its tasks/ files correspond one to one.
 func (c *crossCheck) suites() {
+	names := map[string]string{}
 	for _, s := range c.d.Resources[factory.ResourceSuite] {
+		if n := s.Str("name"); n != "" {
+			if other, dup := names[n]; dup {
+				c.errorAt(s.Doc, "/name", fmt.Sprintf("suite name %q is already used by %s", n, other))
+			}
+			names[n] = s.Doc.File
+		}
 		if a := s.Str("agent"); !has(c.agents, a) {
 			c.errorAt(s.Doc, "/agent", fmt.Sprintf("agent %q names no agent%s", a, listOrHint(a, c.agents)))
 		}
@@ -333,12 +346,17 @@ func (c *crossCheck) suites() {
 			} else {
 				seen[n] = true
 			}
-			if b, _ := m["baseline"].(bool); b {
+			if b, _ := m["baseline"].(bool); b || m["role"] == "baseline" {
+				key := "/role"
+				if b {
+					key = "/baseline"
+				}
 				if baselines++; baselines > 1 {
-					c.errorAt(s.Doc, ptr+"/baseline", "at most one configuration is the baseline")
+					c.errorAt(s.Doc, ptr+key, "at most one configuration is the baseline")
 				}
 			}
 			c.exec(s.Doc, ptr, m, "the configuration")
+			c.configurationAgents(s.Doc, ptr, m)
 		}
 		files := map[string]*schema.Resource{}
 		for _, t := range c.d.Tasks[s.Key] {
@@ -368,6 +386,44 @@ func (c *crossCheck) suites() {
 	}
 }
 
+// configurationAgents checks a configuration in the documented form
+// ({name, role, agents: [{agent, model | harness}]}): a role, and each
+// agent once, a known one, with exactly one of model and harness (a
+// harness with its model).
+func (c *crossCheck) configurationAgents(doc *schema.Document, ptr string, m map[string]any) {
+	agents, ok := m["agents"].([]any)
+	_, role := m["role"]
+	_, baseline := m["baseline"]
+	switch {
+	case role && baseline:
+		c.errorAt(doc, ptr+"/baseline", "role says whether the configuration is the baseline: drop baseline")
+	case ok && !role:
+		c.errorAt(doc, ptr, "a configuration with agents needs a role: baseline or candidate")
+	}
+	seen := map[string]bool{}
+	for i, a := range agents {
+		am := a.(map[string]any)
+		at := fmt.Sprintf("%s/agents/%d", ptr, i)
+		name, _ := am["agent"].(string)
+		switch {
+		case !has(c.agents, name):
+			c.errorAt(doc, at+"/agent", fmt.Sprintf("agent %q names no agent%s", name, listOrHint(name, c.agents)))
+		case seen[name]:
+			c.errorAt(doc, at+"/agent", fmt.Sprintf("agent %s is overridden twice in this configuration", name))
+		}
+		seen[name] = true
+		h, hasHarness := am["harness"].(map[string]any)
+		_, hasModel := am["model"]
+		switch {
+		case !hasModel && !hasHarness:
+			c.errorAt(doc, at, fmt.Sprintf("agent %s needs one of model or harness", name))
+		case hasHarness && h["model"] == nil:
+			c.errorAt(doc, at+"/harness", "a configuration's harness names its model too")
+		}
+		c.exec(doc, at, am, "the configuration's agent")
+	}
+}
+
 func joinPath(parts ...string) string { return strings.Join(parts, "/") }
 
 // skills checks that an agent's own skills belong to an agent, and that a
@@ -393,16 +449,40 @@ func (c *crossCheck) skills() {
 	}
 }
 
-func integrationTypes(st *schema.FactoryFile) []string {
-	var list []struct {
-		Type string `json:"type"`
+// integrations checks factory.yaml's integrations: each type once, each
+// entry's settings under its own type's key, and linear or jira, not both.
+func (c *crossCheck) integrations() {
+	doc := c.d.SettingsDoc
+	seen := map[string]bool{}
+	for i, in := range c.d.Settings.IntegrationList() {
+		ptr := fmt.Sprintf("/integrations/%d", i)
+		if seen[in.Type] {
+			c.errorAt(doc, ptr+"/type", fmt.Sprintf("integration %s is listed twice", in.Type))
+		}
+		seen[in.Type] = true
+		for key, set := range map[string]bool{"slack": in.Slack != nil, "microsoft-teams": in.Teams != nil, "linear": in.Linear != nil, "jira": in.Jira != nil} {
+			if set && key != in.Type {
+				c.errorAt(doc, ptr+"/"+key, fmt.Sprintf("the settings of a %s integration go under %s:, not %s:", in.Type, in.Type, key))
+			}
+		}
 	}
-	_ = json.Unmarshal(st.Integrations, &list) // validated by the schema
-	out := make([]string, len(list))
-	for i, t := range list {
-		out[i] = t.Type
+	if seen["linear"] && seen["jira"] {
+		c.errorAt(doc, "/integrations", "linear and jira integrations exclude each other: keep one")
 	}
-	return out
+}
+
+// codeForges checks that NONE stands alone, on a factory without
+// repositories.
+func (c *crossCheck) codeForges() {
+	st := &c.d.Settings
+	if !slices.Contains(st.CodeForges, factory.ForgeNone) {
+		return
+	}
+	if len(st.CodeForges) > 1 {
+		c.errorAt(c.d.SettingsDoc, "/codeForges", "NONE declares a factory without repositories: it cannot be listed with other code forges")
+	} else if len(st.Repositories) > 0 {
+		c.errorAt(c.d.SettingsDoc, "/repositories", "codeForges: [NONE] declares a factory without repositories: remove them, or name their code forge")
+	}
 }
 
 // HarnessWarnings warns about each agent whose resolved harness (defaults

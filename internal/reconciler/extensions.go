@@ -10,7 +10,8 @@ import (
 
 // extensionSchemes are the signature schemes this project accepts beyond
 // the v1alpha1 format's.
-var extensionSchemes = map[string]bool{"slack": true, "shopify": true, "linear": true, "gitlab": true, "standard-webhooks": true}
+var extensionSchemes = map[string]bool{"slack": true, "shopify": true, "linear": true, "gitlab": true, "standard-webhooks": true,
+	"azure_devops": true}
 
 // extensions lists each use of this project's extensions to the v1alpha1
 // format (docs/definitions.md, "Extensions"), as errors: `reconcile

@@ -26,7 +26,8 @@ import (
 //     the changes of the first apply ("create agent foreman"); the tree is
 //     applied to a real store, shows each resource in status with a UID,
 //     and a second plan is empty. want-warnings, when present, lists the
-//     warnings exactly; otherwise there must be none.
+//     warnings exactly; otherwise there must be none. want-strict-clean
+//     marks a tree that uses no extension: --strict passes it.
 //   - broken/*.txtar: one broken rule each; want lists every diagnostic
 //     exactly ("error: file:line:col: path: message").
 //
@@ -137,6 +138,12 @@ func TestV1Alpha1ValidCorpus(t *testing.T) {
 			again, err := reconciler.Check(context.Background(), reconciler.DirSource{Root: tree.dir}, "corpus", a.Store)
 			if err != nil || again.Plan.HasChanges() {
 				t.Fatalf("a second plan changes something: %v %+v", err, again.Plan.Changes)
+			}
+			// want-strict-clean: a pure v1alpha1 tree, which --strict passes.
+			if _, pure := tree.sections["want-strict-clean"]; pure {
+				if n := again.Strict(); n != 0 {
+					t.Fatalf("--strict finds %d extensions:\n%s", n, strings.Join(diagLines(again.Plan.Diagnostics, schema.Error), "\n"))
+				}
 			}
 		})
 	}

@@ -165,7 +165,7 @@ func names(msg string) []string {
 // hints replaces the library's message for specific keywords of our schemas
 // with one that says what to write. Keyed by the end of the keyword location.
 var hints = map[string]string{
-	"/properties/signatureScheme/enum":                       "must be one of github, pagerduty, sentry, standard_webhooks, stripe, vercel (extensions: slack, shopify, linear, gitlab, standard-webhooks)",
+	"/properties/signatureScheme/enum":                       "must be one of github, pagerduty, sentry, standard_webhooks, stripe, vercel (extensions: slack, shopify, linear, gitlab, azure_devops, standard-webhooks)",
 	"/else/properties/signatureScheme":                       "signatureScheme is allowed only with authMode: signature",
 	"/properties/secretName/pattern":                         "must be a secret name: a letter or digit, then letters, digits, '.', '_' or '-' (at most 128)",
 	"/properties/deliveryIdHeader/pattern":                   "must be an HTTP header name, such as X-Event-Id",
@@ -173,7 +173,7 @@ var hints = map[string]string{
 	"/properties/webhookBaseUrl/pattern":                     "must be an http(s) URL with no query or fragment, such as https://hooks.example.com",
 	"/properties/skill_spec/pattern":                         "must be <owner>/<repo>:<skill-name> or <owner>/<repo>:<path>/SKILL.md",
 	"/properties/environment_id/pattern":                     "must be an environment name: letters, digits, '.', '_' or '-'",
-	"/properties/provider/enum":                              "must be one of webhook, schedule, github, gitlab, linear, slack, jira, factory",
+	"/properties/provider/enum":                              "must be one of webhook, schedule, github, gitlab, linear, slack, jira, teams, azure_devops, factory",
 	"/$defs/trigger/allOf/0/then/required":                   "a webhook trigger needs filter: {webhook_ids: [...]}, the UIDs of the webhooks it listens to",
 	"/$defs/trigger/allOf/0/then/properties/filter/required": "a webhook trigger's filter needs webhook_ids: the UIDs of the webhooks it listens to",
 	"/$defs/trigger/allOf/1/then/required":                   "a schedule trigger needs schedule: {cron: ...}",
@@ -185,6 +185,7 @@ var hints = map[string]string{
 	"/$defs/mcpServer/oneOf":                                 "an MCP server has exactly one of command (with args, env) or url (with headers)",
 	"/factories/items/properties/name/pattern":               "must be a factory name: lowercase letters, digits and '-', at most 63",
 	"/properties/interval/pattern":                           "must be a duration such as 30s, 1m or 1h30m",
+	"/$defs/repository/properties/owner/pattern":             "must be an owner: a GitHub user or organization, a GitLab group path (group/subgroup) or an Azure DevOps <organization>/<project>",
 }
 
 func hint(ve *jsonschema.ValidationError) (string, bool) {

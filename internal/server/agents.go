@@ -52,7 +52,6 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("GET /v1/agent/runs/{runId}/conversation", readRuns(s.runConversation))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
 	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
-	mux.Handle("GET /v1/agent", readRuns(s.listAgents))
 	mux.Handle("GET /v1/agent/artifacts/{uid}", readRuns(s.getArtifact))
 	mux.Handle("GET /v1/agent/artifacts/{uid}/download", s.downloadArtifact())
 	mux.Handle("GET /v1/agent/run-by-external-reference", readRuns(s.runByExternalReference))
@@ -621,33 +620,51 @@ func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) followUp(w http.ResponseWriter, r *http.Request) error {
-	var q struct {
-		Message     string               `json:"message"`
-		Mode        string               `json:"mode"`
-		Attachments []followUpAttachment `json:"attachments"`
-	}
-	if _, err := readJSON(r, 1<<20, &q); err != nil {
-		return err
-	}
-	switch {
-	case strings.TrimSpace(q.Message) == "":
-		return errorf(CodeInvalidRequest, "message: required")
-	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
-		return errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
-	case len(q.Attachments) > maxAttachments:
-		return errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxAttachments))
-	}
-	files, err := s.followUpFiles(q.Attachments)
-	if err != nil {
-		return err
-	}
-	ans, err := s.runs.FollowUp(r.Context(), r.PathValue("runId"), q.Message, files)
+	ans, err := s.sendFollowUp(r, r.PathValue("runId"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
 }
+
+// sendFollowUp reads a follow-up request and sends it to the run.
+func (s *Server) sendFollowUp(r *http.Request, runID string) (runs.FollowUpAnswer, error) {
+	var none runs.FollowUpAnswer
+	var q struct {
+		Message     string               `json:"message"`
+		Mode        string               `json:"mode"`
+		Attachments []followUpAttachment `json:"attachments"`
+	}
+	if _, err := readJSON(r, 1<<20, &q); err != nil {
+		return none, err
+	}
+	switch {
+	case strings.TrimSpace(q.Message) == "" && len(q.Attachments) == 0:
+		return none, errorf(CodeInvalidRequest, "message: required (unless attachments are given)")
+	case q.Mode != "" && q.Mode != "normal" && q.Mode != "plan" && q.Mode != "orchestrate":
+		return none, errorf(CodeInvalidRequest, fmt.Sprintf("mode: %q must be one of normal, plan, orchestrate", q.Mode))
+	case len(q.Attachments) > maxFollowUpAttachments:
+		return none, errorf(CodeInvalidRequest, fmt.Sprintf("attachments: at most %d", maxFollowUpAttachments))
+	}
+	files, err := s.followUpFiles(q.Attachments)
+	if err != nil {
+		return none, err
+	}
+	message := q.Message
+	if strings.TrimSpace(message) == "" {
+		var names []string
+		for _, f := range files {
+			names = append(names, f.Name)
+		}
+		message = "Attached: " + strings.Join(names, ", ")
+	}
+	return s.runs.FollowUp(r.Context(), runID, message, files)
+}
+
+// maxFollowUpAttachments is the platform API's bound on a follow-up's
+// attachments.
+const maxFollowUpAttachments = 25
 
 // followUpAttachment names a file for a follow-up: an artifact's UID (a
 // run's output, say a plan to carry on from), and the name the agent sees
@@ -747,14 +764,6 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 			"last_updated": s.started, "setup_failed": false})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"environments": out})
-	return nil
-}
-
-// listAgents is GET /v1/agent: the factories' agents and skills. Factories
-// of this format define none yet (the v1alpha1 format does): the list is
-// empty.
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"agents": []any{}})
 	return nil
 }
 

@@ -50,14 +50,11 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 			data["title"] = d.Title
 		}
 	default:
-		key, err := s.cursorKey()
+		u, expires, err := s.artifactDownloadURL(r, uid)
 		if err != nil {
 			return err
 		}
-		expires := time.Now().Add(downloadURLLifetime).UTC().Truncate(time.Second)
-		token := cursor.Seal(key, "artifact-download:"+uid, strconv.FormatInt(expires.Unix(), 10))
-		data["download_url"] = s.baseURL(r) + "/v1/agent/artifacts/" + url.PathEscape(uid) + "/download?token=" + url.QueryEscape(token)
-		data["expires_at"] = expires
+		data["download_url"], data["expires_at"] = u, expires
 		for k, v := range map[string]string{"description": d.Description, "title": d.Title} {
 			if v != "" {
 				data[k] = v
@@ -69,6 +66,18 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"artifact_type": a.Type, "artifact_uid": uid, "created_at": a.CreatedAt, "data": data})
 	return nil
+}
+
+// artifactDownloadURL is a URL that downloads an artifact's bytes without
+// an API key until it expires.
+func (s *Server) artifactDownloadURL(r *http.Request, uid string) (string, time.Time, error) {
+	key, err := s.cursorKey()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	expires := time.Now().Add(downloadURLLifetime).UTC().Truncate(time.Second)
+	token := cursor.Seal(key, "artifact-download:"+uid, strconv.FormatInt(expires.Unix(), 10))
+	return s.baseURL(r) + "/v1/agent/artifacts/" + url.PathEscape(uid) + "/download?token=" + url.QueryEscape(token), expires, nil
 }
 
 // baseURL is where clients reach this server: the configured public URL,

@@ -3,8 +3,10 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -25,7 +27,10 @@ type FileConfig struct {
 	Environments json.RawMessage `json:"environments,omitempty"`
 	Backups      *BackupsConfig  `json:"backups,omitempty"`
 	// CodeHosts are the code hosts runs reach (docs/codehosts.md).
-	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+	CodeHosts  *CodeHosts `json:"codeHosts,omitempty"`
+	Networking struct {
+		EgressRanges []string `json:"egressRanges,omitempty"`
+	} `json:"networking"`
 }
 
 // BackupsConfig is the configuration's schedule of backups
@@ -69,6 +74,72 @@ func (c ScheduleConfig) Limits() factory.ScheduleLimits {
 		l.MinInterval = d
 	}
 	return l.OrDefaults()
+}
+
+// Model is a model an environment's agent offers, as the server config
+// lists it (environments.<name>.models).
+type Model struct {
+	ID             string `json:"id"`
+	Name           string `json:"name,omitempty"`
+	Provider       string `json:"provider,omitempty"`
+	Description    string `json:"description,omitempty"`
+	ReasoningLevel string `json:"reasoningLevel,omitempty"`
+	Vision         bool   `json:"vision,omitempty"`
+}
+
+// Models are the models the environments offer, by environment, and the
+// configured default model (runtime.defaultModel; "" when unset).
+func (c *FileConfig) Models() (byEnv map[string][]Model, def string) {
+	var envs map[string]struct {
+		Models []Model `json:"models"`
+	}
+	_ = json.Unmarshal(c.Environments, &envs) // validated by the schema
+	byEnv = map[string][]Model{}
+	for name, e := range envs {
+		byEnv[name] = e.Models
+	}
+	var rt struct {
+		DefaultModel string `json:"defaultModel"`
+	}
+	_ = json.Unmarshal(c.Runtime, &rt)
+	return byEnv, rt.DefaultModel
+}
+
+// EgressRanges are networking.egressRanges, canonical (the network's
+// address, IPv4 before IPv6, sorted) and without repeats; an entry that is
+// not a CIDR is an error naming it.
+func (c *FileConfig) EgressRanges() ([]string, error) {
+	seen := map[netip.Prefix]bool{}
+	var out []netip.Prefix
+	for i, v := range c.Networking.EgressRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			if a, aerr := netip.ParseAddr(strings.TrimSpace(v)); aerr == nil {
+				p, err = a.Prefix(a.BitLen())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("networking.egressRanges[%d]: %q is not a CIDR range (203.0.113.0/24, 2001:db8::/48) or an address", i, v)
+		}
+		if p = p.Masked(); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Addr().Is4() != out[j].Addr().Is4() {
+			return out[i].Addr().Is4()
+		}
+		if c := out[i].Addr().Compare(out[j].Addr()); c != 0 {
+			return c < 0
+		}
+		return out[i].Bits() < out[j].Bits()
+	})
+	cidrs := make([]string, len(out))
+	for i, p := range out {
+		cidrs[i] = p.String()
+	}
+	return cidrs, nil
 }
 
 // FactoryConfig is one factory of the configuration file.
@@ -129,6 +200,9 @@ func LoadConfig(path string) (*FileConfig, error) {
 	if !ds.HasErrors() {
 		if err := json.Unmarshal(js, &cfg); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		if _, err := cfg.EgressRanges(); err != nil {
+			ds = append(ds, schema.Diagnostic{File: path, Path: "/networking/egressRanges", Message: err.Error(), Severity: schema.Error})
 		}
 		seen := map[string]bool{}
 		for i, f := range cfg.Factories {

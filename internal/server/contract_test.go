@@ -1,12 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -16,205 +17,566 @@ import (
 
 	"factory/internal/runs"
 	"factory/internal/runtime"
+	"factory/internal/server"
 	"factory/internal/store"
 )
 
-// The contract of the current official SDKs (docs/spec/platform-api.md),
-// one test per row, with requests sent as the newest SDKs send them and
-// answers read as their types read them. The field lists and enums below
-// are transcribed from the SDKs' published types (oz-sdk-typescript
-// 1.4.0-alpha.6 src/resources/agent/*.ts, oz-sdk-python 0.11
-// types/agent/*.py) and the platform API's spec, not from this server's
-// structs.
+// The platform API's contract with the newest official SDKs
+// (docs/spec/platform-api.md), one test per call of their api.md: the
+// request as the SDKs send it, the answer checked against the SDKs' types
+// (testdata/sdk/types.json, with the file each comes from), and each
+// answer shown to fail that check when a field the SDKs require is
+// dropped (sdkTypes.conforms).
 
-// sdkHeaders are the headers the TypeScript SDK sends with every request.
-var sdkHeaders = []string{"User-Agent", "OzAPI/JS 1.4.0-alpha.6", "Accept", "application/json", "X-Stainless-Lang", "js",
+// sdkHeaders are what the SDKs send with every request (Stainless's
+// client), with the team header the newest ones add where a call takes a
+// team_uid.
+var sdkHeaders = []string{"User-Agent", "WarpClient/JS 1.4.0-alpha.6", "Accept", "application/json", "X-Stainless-Lang", "js",
 	"X-Stainless-Package-Version", "1.4.0-alpha.6", "X-Stainless-OS", "Linux", "X-Stainless-Arch", "x64",
-	"X-Stainless-Runtime", "node", "X-Stainless-Runtime-Version", "v22.0.0", "X-Stainless-Retry-Count", "0", "X-Stainless-Timeout", "60"}
+	"X-Stainless-Runtime", "node", "X-Stainless-Runtime-Version", "v22.0.0", "X-Stainless-Retry-Count", "0", "X-Stainless-Timeout", "60",
+	"X-Warp-Team-Uid", "tm_whatever"}
 
-var (
-	sdkRunStates   = []string{"QUEUED", "PENDING", "CLAIMED", "INPROGRESS", "SUCCEEDED", "FAILED", "BLOCKED", "ERROR", "CANCELLED"}
-	sdkRunSources  = []string{"LINEAR", "API", "SLACK", "LOCAL", "SCHEDULED_AGENT", "WEB_APP", "GITHUB_ACTION", "CLOUD_MODE", "CLI", "JIRA", "SELF_IMPROVEMENT", "GITHUB_WEBHOOK", "GITLAB_WEBHOOK", "AUTOFIX", "RUN_SCORER", "ORCHESTRATION", "CUSTOM_WEBHOOK"}
-	sdkErrorCodes  = []string{"insufficient_credits", "feature_not_available", "external_authentication_required", "not_authorized", "invalid_request", "resource_not_found", "budget_exceeded", "integration_disabled", "integration_not_configured", "operation_not_supported", "environment_setup_failed", "content_policy_violation", "conflict", "authentication_required", "resource_unavailable", "internal_error", "infrastructure_timeout", "agent_process_failed"}
-	sdkRunItem     = []string{"created_at", "prompt", "run_id", "state", "task_id", "title", "updated_at", "finished_at", "root_run_id"}
-	sdkPrincipal   = []string{"user", "service_account"}
-	sdkArtifactReq = map[string][]string{"FILE": {"artifact_uid", "filename", "filepath", "mime_type"}, "PULL_REQUEST": {"url", "branch"},
-		"PLAN": {"document_uid"}, "SCREENSHOT": {"artifact_uid", "mime_type"}, "EXTERNAL_REFERENCE": {"reference_type", "url"}}
-)
-
-// sdkCall sends a request as the SDK does and decodes the answer.
-func sdkCall(t *testing.T, h *harness, method, path string, body any, wantStatus int) map[string]any {
-	t.Helper()
-	status, b := call(t, h, method, path, body, append(slices.Clone(sdkHeaders), "Content-Type", "application/json")...)
-	if status != wantStatus {
-		t.Fatalf("%s %s: %d, want %d: %s", method, path, status, wantStatus, b)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%s %s: not a JSON object: %s", method, path, b)
-	}
-	return m
+// contractFiles is a v1alpha1 tree that uses what the Factory object
+// shows: factory.yaml's name and description, integrations with their
+// settings, a code forge, agent and scorer defaults with a runner, a
+// harness with managed-secret auth, self-improvement; agents of two
+// harnesses with skills, a scorer that feeds self-improvement, a
+// benchmark suite in the documented shape.
+var contractFiles = map[string]string{
+	"factory.yaml": `schemaVersion: v1alpha1
+name: Acme Platform
+description: Contract of the SDKs
+alias: acme-bot
+credentialStrategy: EXECUTOR
+codeForges: [GITHUB]
+repositories:
+  - owner: acme
+    name: widgets
+mcpServers:
+  docs:
+    warpId: MCP_DOCS
+integrations:
+  - type: slack
+    slack:
+      autoRespondToThreadReplies: false
+  - type: linear
+    linear:
+      teamIds: [TEAM-1]
+agentDefaults:
+  harness:
+    type: claude
+    model: sonnet
+    auth:
+      source: managedSecret
+      secretName: CLAUDE_KEY
+  runner: linux
+scorerDefaults:
+  model: judge-1
+  sampleRate: 0.5
+  runner: linux
+selfImprovement:
+  reviewerType: custom
+  failedRunThreshold: 10
+  reviewerEmails: [lead@example.com]
+`,
+	"agents/foreman/agent.md":                    "---\nagentType: FOREMAN\nmodel: auto\ndescription: Routes the work\n---\nRoute the work.\n",
+	"agents/reviewer/agent.md":                   "---\nagentType: REVIEW\ndescription: Reviews\n---\nReview.\n",
+	"agents/reviewer/skills/checklist/SKILL.md":  "---\nname: checklist\ndescription: What to check\n---\nCheck.\n",
+	"skills/conventions/SKILL.md":                "---\nname: conventions\ndescription: House rules\n---\nRules.\n",
+	"runners/linux.yaml":                         "platform:\n  os: linux\n  linux:\n    dockerImage: ubuntu:24.04\n",
+	"scorers/quality/scorer.md":                  "---\nagents: [reviewer]\nlabels:\n  - {value: good, score: 1}\n  - {value: bad, score: 0}\npassingScore: 1\nmodel: judge-1\nselfImprovement: true\n---\nJudge.\n",
+	"benchmarks/review/suite.yaml":               "name: Review\nagent: reviewer\nconfigurations:\n  - name: base\n    role: baseline\n    agents:\n      - {agent: reviewer, model: auto}\n  - name: claude\n    role: candidate\n    agents:\n      - agent: reviewer\n        harness: {type: claude, model: opus}\ntasks: [one]\n",
+	"benchmarks/review/tasks/one.yaml":           "title: One\nprompt: Review it.\nsuccessCriteria: Findings have locations.\n",
+	"webhooks/ci.yaml":                           "authMode: token\n",
+	"automations/on-ci/automation.md":            "---\nagent: reviewer\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: [WEBHOOK]\n---\nReview what CI sent.\n",
+	"automations/on-push/automation.md":          "---\ntriggers:\n  - provider: github\n    event: push\n    filter:\n      repos: [acme/widgets]\n      branches: [main]\n---\nLook at the push.\n",
+	"automations/teams-mentions/automation.md":   "---\ntriggers:\n  - provider: teams\n    event: app_mention\n    filter:\n      team_ids: [00000000-0000-0000-0000-000000000001]\n      channel_ids: [\"19:abc@thread.tacv2\"]\n---\nAnswer in the thread.\n",
+	"automations/azure-pr-created/automation.md": "---\ntriggers:\n  - provider: azure_devops\n    event: pull_request_created\n    filter:\n      repos: [acme/widgets]\n---\nReview the pull request.\n",
+	"automations/nightly/automation.md":          "---\ntriggers:\n  - provider: schedule\n    event: cron_fired\n    schedule: {name: nightly, cron: \"0 3 * * *\"}\n---\nTidy up.\n",
+	"agents/reviewer/skills/checklist/more.md":   "More to check.\n",
 }
 
-// has fails unless obj has every field, not null; nullable fields (null
-// allowed, key required) are named with a trailing "?".
-func has(t *testing.T, what string, obj any, fields ...string) map[string]any {
-	t.Helper()
-	m, ok := obj.(map[string]any)
-	if !ok {
-		t.Fatalf("%s: not an object: %v", what, obj)
-	}
-	for _, f := range fields {
-		name, nullable := strings.CutSuffix(f, "?")
-		v, present := m[name]
-		if !present || v == nil && !nullable {
-			t.Errorf("%s: lacks %s: %v", what, name, m)
-		}
-	}
-	return m
-}
+// contractScript is the agent of the default environment: it reports a
+// file, a plan, a screenshot and a pull request.
+const contractScript = `cd "$FACTORY_OUTPUT_DIR" && printf '# report\n' > REPORT.md && printf '1. fix it\n' > plan.md &&
+printf '\211PNG\r\n\032\n' > shot.png &&
+cat > artifacts.jsonl <<'JSONL'
+{"artifact_type":"FILE","file":"REPORT.md","description":"the report"}
+{"artifact_type":"PLAN","file":"plan.md","title":"The plan"}
+{"artifact_type":"SCREENSHOT","file":"shot.png","description":"the page"}
+{"artifact_type":"PULL_REQUEST","url":"https://github.com/acme/widgets/pull/42","branch":"fix-42"}
+JSONL`
 
-func oneOf(t *testing.T, what string, v any, allowed []string) {
-	t.Helper()
-	s, _ := v.(string)
-	if !slices.Contains(allowed, s) {
-		t.Errorf("%s: %v is not one of the SDK's %v", what, v, allowed)
-	}
-}
-
-// checkRunItem reads a run as the SDKs' RunItem does.
-func checkRunItem(t *testing.T, obj any) map[string]any {
-	t.Helper()
-	fields := slices.Clone(sdkRunItem)
-	fields[slices.Index(fields, "finished_at")] = "finished_at?"
-	m := has(t, "RunItem", obj, fields...)
-	oneOf(t, "RunItem.state", m["state"], sdkRunStates)
-	if m["source"] != nil {
-		oneOf(t, "RunItem.source", m["source"], sdkRunSources)
-	}
-	oneOf(t, "RunItem.execution_location", m["execution_location"], []string{"LOCAL", "REMOTE"})
-	for _, p := range []string{"creator", "executor"} {
-		if m[p] != nil {
-			oneOf(t, "RunItem."+p+".type", m[p].(map[string]any)["type"], sdkPrincipal)
-		}
-	}
-	for _, a := range m["artifacts"].([]any) {
-		art := has(t, "ArtifactItem", a, "artifact_type", "created_at", "data")
-		typ, _ := art["artifact_type"].(string)
-		has(t, "ArtifactItem "+typ, art["data"], sdkArtifactReq[typ]...)
-	}
-	if sm, ok := m["status_message"].(map[string]any); ok {
-		has(t, "RunItem.status_message", sm, "message")
-		if sm["error_code"] != nil {
-			oneOf(t, "status_message.error_code", sm["error_code"], sdkErrorCodes)
-		}
-	}
-	return m
-}
-
-// contractServer runs the demo-like agent of artifactScript, with a
-// factory that has a custom webhook and an automation on it.
-func contractServer(t *testing.T) (*harness, string) {
+// contractServer serves the tree with two environments: default (the
+// script above) and slow (an agent that waits, for cancel and interrupt).
+func contractServer(t *testing.T) (*harness, hook) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "webhooks"), 0o755)
-	os.WriteFile(filepath.Join(root, "webhooks", "ci.yaml"), []byte("name: CI\nauthMode: token\n"), 0o644)
-	return startWith(t, func(s *store.Store, data string) *runs.Manager {
+	files := map[string]string{}
+	for p, c := range contractFiles {
+		if p != "automations/on-ci/automation.md" {
+			files[p] = c
+		}
+	}
+	writeTree(t, root, files)
+	h := startConfigured(t, func(c *server.Config) {
+		c.EgressRanges = []string{"203.0.113.0/24", "2001:db8::/48"}
+		c.Models = map[string][]server.Model{"default": {{ID: "auto", Name: "Auto"}, {ID: "fast-1", Provider: "ANTHROPIC", Vision: true}}}
+	}, func(s *store.Store, data string) *runs.Manager {
 		b := s.NewBatch()
 		b.PutAPIKey(runsKey, &factory.APIKey{Name: "ci", Scope: factory.ScopeRuns, Prefix: runsKey[:8], CreatedAt: time.Now()})
 		b.Commit()
 		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", artifactScript}}}}})
-	}, dirSource("acme", root)), root
+			Environments: map[string]runs.Environment{
+				"default": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", contractScript}}},
+				"slow":    {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", "echo started; sleep 30"}}}}})
+	}, dirSource("acme", root))
+	// The automation on the webhook names it by UID, known after the
+	// first apply.
+	ci := h.hook("ci")
+	writeTree(t, root, map[string]string{"automations/on-ci/automation.md": strings.ReplaceAll(contractFiles["automations/on-ci/automation.md"], "WEBHOOK", ci.uid)})
+	if st, err := h.c.SyncFactory(t.Context(), h.status("acme").UID); err != nil || !st.Ready {
+		t.Fatalf("sync: %v %+v", err, st)
+	}
+	return h, ci
+}
+
+// sdkDo sends a request as the SDKs do; key "" sends none (the
+// unauthenticated calls).
+func sdkDo(t *testing.T, h *harness, key, method, path string, body any, extra ...string) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, h.url+path, rd)
+	for i := 0; i+1 < len(sdkHeaders); i += 2 {
+		req.Header.Set(sdkHeaders[i], sdkHeaders[i+1])
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// contract is one call of the SDKs: its request, the status it answers,
+// and the SDK type of its answer ("" for none to check).
+type contract struct {
+	name, key, method, path string
+	body                    any
+	status                  int
+	typ                     string
+}
+
+// run sends the call, checks its answer and returns it decoded.
+func (c contract) run(t *testing.T, h *harness, st *sdkTypes) any {
+	t.Helper()
+	key := c.key
+	if key == "-" {
+		key = ""
+	} else if key == "" {
+		key = runsKey
+	}
+	status, hdr, b := sdkDo(t, h, key, c.method, c.path, c.body)
+	if status != c.status {
+		t.Fatalf("%s %s: %d, want %d: %s", c.method, c.path, status, c.status, b)
+	}
+	if status >= 400 && hdr.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("an error is not a problem: %s", hdr.Get("Content-Type"))
+	}
+	var v any
+	if c.typ != "" {
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s %s: not JSON: %s", c.method, c.path, b)
+		}
+		st.conforms(t, c.typ, v)
+	}
+	return v
 }
 
 func TestPlatformContract(t *testing.T) {
-	h, dir := contractServer(t)
-	t.Run("factories", func(t *testing.T) { contractFactories(t, h) })
-	t.Run("create", func(t *testing.T) { contractCreate(t, h) })
-	t.Run("list", func(t *testing.T) { contractList(t, h) })
-	t.Run("run item and sources", func(t *testing.T) { contractSources(t, h, dir) })
-	t.Run("timeline and conversation", func(t *testing.T) { contractTimeline(t, h) })
-	t.Run("follow-ups and interrupt", func(t *testing.T) { contractFollowUps(t, h) })
-	t.Run("artifacts", func(t *testing.T) { contractArtifacts(t, h) })
-	t.Run("errors", func(t *testing.T) { contractErrors(t, h) })
-	t.Run("environments and agents", func(t *testing.T) { contractAlso(t, h) })
+	st := loadSDKTypes(t)
+	h, ci := contractServer(t)
+	f := h.status("acme")
+	w := newContractWorld(t, h, f)
+	w.ci = ci
+	for _, c := range w.calls() {
+		t.Run(c.name, func(t *testing.T) {
+			v := c.run(t, h, st)
+			if check := w.checks[c.name]; check != nil {
+				check(t, v)
+			}
+		})
+	}
+	t.Run("redirects", func(t *testing.T) { contractRedirects(t, h, w) })
+	t.Run("sources and error codes", func(t *testing.T) { contractSources(t, h, st, w) })
+	t.Run("a known route never answers 404", func(t *testing.T) { contractKnownRoutes(t, h, w) })
 }
 
-// contractFactories: the singular factory paths.
-func contractFactories(t *testing.T, h *harness) {
-	list := sdkCall(t, h, "GET", "/v1/factory?limit=50&search=acme", nil, 200)
-	has(t, "page_info", list["page_info"], "has_next_page")
-	facs := list["factories"].([]any)
-	if len(facs) != 1 {
-		t.Fatalf("factories: %v", facs)
-	}
-	f := has(t, "Factory", facs[0], "uid", "name", "alias", "repositories", "integrations", "agent_defaults", "credential_strategy",
-		"default_model", "created_at", "updated_at")
-	uid := f["uid"].(string)
-	has(t, "Factory", sdkCall(t, h, "GET", "/v1/factory/"+uid, nil, 200), "uid", "name", "agent_defaults")
-	d := has(t, "dispatch", sdkCall(t, h, "POST", "/v1/factory/"+uid+"/runs", map[string]any{"prompt": "from the factory", "ticket_url": "https://x/T-1"}, 200),
-		"factory_uid", "foreman_agent", "run_id", "state", "ticket_ref")
-	if d["ticket_ref"] != "api:"+d["run_id"].(string) {
-		t.Errorf("ticket_ref %v, want api:<run_id>", d["ticket_ref"])
-	}
-	oneOf(t, "dispatch state", d["state"], sdkRunStates)
+// contractWorld is what the calls need: a factory, finished and running
+// runs, their artifacts, a schedule, an agent.
+type contractWorld struct {
+	factory                          *factory.FactoryStatus
+	done, slow, conversation         string
+	fileUID, planUID, screenshotUID  string
+	schedule, reviewerUID, runnerUID string
+	scorerID, suiteUID               string
+	ci                               hook
+	checks                           map[string]func(*testing.T, any)
 }
 
-// contractCreate: the create request with the newest fields, and its
-// answer.
-func contractCreate(t *testing.T, h *harness) {
-	body := map[string]any{"prompt": "create", "title": "t", "mode": "plan", "interactive": false, "team": true,
-		"on_behalf_of": "someone", "metadata": map[string]string{"ticket_id": "VIS-238"}, "config": map[string]any{"name": "n"}}
-	m := has(t, "AgentRunResponse", sdkCall(t, h, "POST", "/v1/agent/runs", body, 200), "run_id", "state", "task_id", "at_capacity")
-	oneOf(t, "state", m["state"], sdkRunStates)
-	if _, ok := m["at_capacity"].(bool); !ok {
-		t.Errorf("at_capacity: %v", m["at_capacity"])
+func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contractWorld {
+	w := &contractWorld{factory: f, checks: map[string]func(*testing.T, any){}}
+	w.done = createRun(t, h, map[string]any{"prompt": "produce", "metadata": map[string]string{"ticket_id": "VIS-238"}})
+	run := waitState(t, h, w.done, "SUCCEEDED")
+	w.conversation = run["conversation_id"].(string)
+	for _, a := range run["artifacts"].([]any) {
+		m := a.(map[string]any)
+		uid, _ := m["data"].(map[string]any)["artifact_uid"].(string)
+		switch m["artifact_type"] {
+		case "FILE":
+			w.fileUID = uid
+		case "PLAN":
+			w.planUID = uid
+		case "SCREENSHOT":
+			w.screenshotUID = uid
+		}
+	}
+	w.slow = createRun(t, h, map[string]any{"prompt": "wait", "config": map[string]any{"environment_id": "slow"}})
+	waitState(t, h, w.slow, "INPROGRESS")
+	w.discover(t, h, f)
+	status, b := call(t, h, "POST", "/v1/agent/schedules", map[string]any{"name": "daily", "cron_schedule": "0 9 * * *", "prompt": "daily"})
+	var sch map[string]any
+	json.Unmarshal(b, &sch)
+	if status != 200 || sch["id"] == nil {
+		t.Fatalf("schedule: %d %s", status, b)
+	}
+	w.schedule = sch["id"].(string)
+	w.addChecks()
+	return w
+}
+
+// discover finds the UIDs the calls name: the reviewer, the runner, the
+// suite and the scorer.
+func (w *contractWorld) discover(t *testing.T, h *harness, f *factory.FactoryStatus) {
+	for _, a := range f.Agents {
+		if a.Name == "reviewer" {
+			w.reviewerUID = a.UID
+		}
+	}
+	for _, r := range f.Runners {
+		w.runnerUID = r.UID
+	}
+	for _, b := range f.BenchmarkSuites {
+		w.suiteUID = b.UID
+	}
+	_, sb := call(t, h, "GET", "/v1/factory/scorers", nil)
+	var scorers struct {
+		Scorers []struct {
+			ID int64 `json:"id"`
+		} `json:"scorers"`
+	}
+	json.Unmarshal(sb, &scorers)
+	if len(scorers.Scorers) != 1 {
+		t.Fatalf("scorers: %s", sb)
+	}
+	w.scorerID = fmt.Sprint(scorers.Scorers[0].ID)
+}
+
+// addChecks adds what some answers must say beyond their types.
+func (w *contractWorld) addChecks() {
+	w.checks["factories get"] = func(t *testing.T, v any) { checkFactoryObject(t, v.(map[string]any), w) }
+	w.checks["agent list"] = func(t *testing.T, v any) {
+		var names []string
+		for _, a := range v.(map[string]any)["agents"].([]any) {
+			names = append(names, a.(map[string]any)["name"].(string))
+		}
+		for _, want := range []string{"foreman", "reviewer", "conventions", "checklist"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("GET /v1/agent lacks %s: %v", want, names)
+			}
+		}
+	}
+	w.checks["networking egress ranges"] = func(t *testing.T, v any) {
+		if got := v.(map[string]any)["cidrs"].([]any); len(got) != 2 || got[0] != "203.0.113.0/24" {
+			t.Errorf("cidrs: %v", got)
+		}
+	}
+	w.checks["agent models"] = func(t *testing.T, v any) {
+		m := v.(map[string]any)
+		var ids []string
+		for _, mo := range m["models"].([]any) {
+			ids = append(ids, mo.(map[string]any)["id"].(string))
+		}
+		if m["default_model_id"] != "auto" || !slices.Contains(ids, "fast-1") || !slices.Contains(ids, "sonnet") {
+			t.Errorf("models: %v", m)
+		}
+	}
+	w.checks["suites get"] = func(t *testing.T, v any) {
+		confs := v.(map[string]any)["configurations"].([]any)
+		tasks := v.(map[string]any)["tasks"].([]any)
+		c1 := confs[1].(map[string]any)
+		ac := c1["agent_configs"].([]any)[0].(map[string]any)
+		if len(confs) != 2 || confs[0].(map[string]any)["role"] != "baseline" || c1["role"] != "candidate" || ac["harness"] != "claude" ||
+			ac["model"] != "opus" || ac["agent_uid"] != w.reviewerUID || len(tasks) != 1 {
+			t.Errorf("the suite: %v", v)
+		}
+	}
+	w.checks["scorers list"] = func(t *testing.T, v any) {
+		sc := v.(map[string]any)["scorers"].([]any)[0].(map[string]any)
+		if sc["self_improvement_enabled"] != true || sc["threshold"] != 1.0 || sc["model_id"] != "judge-1" || sc["scope_mode"] != "selected_agents" {
+			t.Errorf("the scorer: %v", sc)
+		}
+	}
+	w.checks["runs conversation"] = func(t *testing.T, v any) {
+		m := v.(map[string]any)
+		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
+			t.Errorf("a run of one turn: steps %v, turns %v", m["steps"], m["turns"])
+		}
+	}
+	w.checks["runs handoff attachments"] = func(t *testing.T, v any) {
+		if a := v.(map[string]any)["attachments"].([]any); len(a) != 2 {
+			t.Errorf("the file and the screenshot: %v", a)
+		}
 	}
 }
 
-// contractList: every list parameter, encoded as the SDK's qs does
-// (repeated keys for arrays, metadata[key] with the brackets escaped).
-func contractList(t *testing.T, h *harness) {
-	id := createRun(t, h, map[string]any{"prompt": "listed", "metadata": map[string]string{"ticket_id": "VIS-238"}})
-	waitState(t, h, id, "SUCCEEDED")
-	states := "state=" + strings.Join(sdkRunStates, "&state=")
-	for _, q := range []string{
-		states,
-		"sort_by=title&sort_order=asc", "sort_by=agent", "sort_by=created_at", "sort_by=updated_at&sort_order=desc",
-		"q=listed", "metadata%5Bticket_id%5D=VIS-238", "ancestor_run_id=" + id, "factory_uid=a&factory_uid=b",
-		"source=API&source=CUSTOM_WEBHOOK", "factory_only=true", "schedule_id=s", "skill=o/r:SKILL.md", "skill_spec=o/r:SKILL.md",
-		"artifact_type=FILE", "executor=factory-server", "execution_location=REMOTE", "automation_id=au", "creator=c",
-		"environment_id=empty-environment", "model_id=m", "name=n", "created_after=2020-01-01T00:00:00Z",
-		"created_before=2999-01-01T00:00:00Z", "updated_after=2020-01-01T00:00:00Z", "cursor=&limit=50", "some_future_parameter=1",
+// checkFactoryObject: the Factory object says what factory.yaml says.
+func checkFactoryObject(t *testing.T, f map[string]any, w *contractWorld) {
+	t.Helper()
+	ad := f["agent_defaults"].(map[string]any)
+	sd := f["scorer_defaults"].(map[string]any)
+	repo := f["repositories"].([]any)[0].(map[string]any)
+	ints := f["integrations"].([]any)
+	si := f["self_improvement"].(map[string]any)
+	for what, got := range map[string][2]any{
+		"name":                    {f["name"], "Acme Platform"},
+		"description":             {f["description"], "Contract of the SDKs"},
+		"alias":                   {f["alias"], "acme-bot"},
+		"code_forge":              {f["code_forge"], "GITHUB"},
+		"repository":              {repo["owner"].(string) + "/" + repo["repo"].(string), "acme/widgets"},
+		"repository forge":        {repo["code_forge"], "GITHUB"},
+		"slack settings":          {ints[0].(map[string]any)["slack"].(map[string]any)["auto_respond_to_thread_replies"], false},
+		"linear teams":            {ints[1].(map[string]any)["linear"].(map[string]any)["team_ids"].([]any)[0], "TEAM-1"},
+		"default runner":          {ad["default_runner_uid"], w.runnerUID},
+		"harness":                 {ad["harness"].(map[string]any)["type"], "claude"},
+		"harness auth":            {ad["harness_auth_secrets"].(map[string]any)["claude_auth_secret_name"], "CLAUDE_KEY"},
+		"mcp server":              {ad["mcp_servers"].(map[string]any)["docs"].(map[string]any)["warp_id"], "MCP_DOCS"},
+		"scorer runner":           {sd["default_runner_uid"], w.runnerUID},
+		"scoring model":           {f["scoring"].(map[string]any)["default_model"], "judge-1"},
+		"default model":           {f["default_model"], "sonnet"},
+		"self-improvement":        {si["reviewer_type"], "custom"},
+		"self-improvement thresh": {si["failed_run_threshold"], float64(10)},
+		"key":                     {f["key"], "acme"},
 	} {
-		page := sdkCall(t, h, "GET", "/v1/agent/runs?"+q, nil, 200)
-		has(t, q+": page_info", page["page_info"], "has_next_page")
-		for _, r := range page["runs"].([]any) {
-			checkRunItem(t, r)
+		if got[0] != got[1] {
+			t.Errorf("%s: %v, want %v", what, got[0], got[1])
 		}
 	}
-	for q, want := range map[string]bool{"q=listed": true, "metadata%5Bticket_id%5D=VIS-238": true, "artifact_type=FILE": true,
-		states: true, "metadata%5Bticket_id%5D=VIS-1": false} {
-		runs := sdkCall(t, h, "GET", "/v1/agent/runs?limit=100&"+q, nil, 200)["runs"].([]any)
-		found := slices.ContainsFunc(runs, func(r any) bool { return r.(map[string]any)["run_id"] == id })
-		if found != want {
-			t.Errorf("%s: found %v, want %v", q, found, want)
-		}
+	if team, _ := f["team_uid"].(string); !strings.HasPrefix(team, "tm_") {
+		t.Errorf("team_uid: %v", f["team_uid"])
 	}
 }
 
-// contractSources: a run from a custom webhook's automation, one from the
-// factory API and one from the Agents API read back with their source,
-// root_run_id, finished_at and run_time.
-func contractSources(t *testing.T, h *harness, dir string) {
-	ci := h.hook("ci")
-	root := h.status("acme")
-	os.MkdirAll(filepath.Join(dir, "automations"), 0o755)
-	autoFile := filepath.Join(dir, "automations", "on-ci.md")
-	os.WriteFile(autoFile, []byte("---\ntitle: on ci\ntriggers:\n  - provider: webhook\n    event: received\n    filter:\n      webhook_ids: ["+ci.uid+"]\n---\nAct.\n"), 0o644)
-	if st, err := h.c.SyncFactory(t.Context(), root.UID); err != nil || !st.Ready {
-		t.Fatalf("sync: %v %+v", err, st)
+// calls are the SDKs' calls, in api.md's order, as the world's state
+// allows each.
+func (w *contractWorld) calls() []contract {
+	return slices.Concat(w.agentCalls(), w.runCalls(), w.scheduleCalls(), w.identityCalls(), w.factoryCalls(), w.measureCalls(), w.lastCalls())
+}
+
+// agentCalls: agent (artifacts, environments, models, run).
+func (w *contractWorld) agentCalls() []contract {
+	return []contract{
+		{name: "agent list", method: "GET", path: "/v1/agent?sort_by=name&include_malformed_skills=false", status: 200, typ: "AgentListResponse"},
+		{name: "agent download artifact", method: "GET", path: "/v1/agent/artifacts/" + w.fileUID + "/download", status: 200},
+		{name: "agent get artifact file", method: "GET", path: "/v1/agent/artifacts/" + w.fileUID, status: 200, typ: "union:AgentGetArtifactResponse"},
+		{name: "agent get artifact plan", method: "GET", path: "/v1/agent/artifacts/" + w.planUID, status: 200, typ: "union:AgentGetArtifactResponse"},
+		{name: "agent get artifact screenshot", method: "GET", path: "/v1/agent/artifacts/" + w.screenshotUID, status: 200, typ: "union:AgentGetArtifactResponse"},
+		{name: "agent run by external reference", method: "GET", path: "/v1/agent/run-by-external-reference?url=" + url.QueryEscape("https://github.com/acme/widgets/pull/42"),
+			status: 200, typ: "AgentGetRunByExternalReferenceResponse"},
+		{name: "agent environments", method: "GET", path: "/v1/agent/environments?sort_by=name", status: 200, typ: "AgentListEnvironmentsResponse"},
+		{name: "agent models", method: "GET", path: "/v1/agent/models", status: 200, typ: "AgentListModelsResponse"},
+		{name: "agent run", method: "POST", path: "/v1/agent/runs", status: 200, typ: "AgentRunResponse",
+			body: map[string]any{"prompt": "create", "title": "t", "mode": "plan", "interactive": false, "team": true, "on_behalf_of": "someone",
+				"metadata": map[string]string{"ticket_id": "VIS-1"}, "config": map[string]any{"name": "n", "computer_use_enabled": false,
+					"secrets": []map[string]string{{"name": "S"}}, "skills": []string{}}}},
+		{name: "agent run (older path)", method: "POST", path: "/v1/agent/run", status: 200, typ: "AgentRunResponse", body: map[string]any{"prompt": "old"}},
 	}
+}
+
+// runCalls: a run, its conversation, usage, timeline, transcript,
+// handoff files, interrupt and follow-ups.
+func (w *contractWorld) runCalls() []contract {
+	run := "/v1/agent/runs/" + w.done
+	return []contract{
+		{name: "runs retrieve", method: "GET", path: run, status: 200, typ: "RunItem"},
+		{name: "runs list", method: "GET", path: "/v1/agent/runs?limit=10&state=SUCCEEDED&state=INPROGRESS&sort_by=created_at&sort_order=asc&source=API&task_status=running&metadata%5Bticket_id%5D=VIS-238",
+			status: 200, typ: "RunPage"},
+		{name: "runs list, every filter", method: "GET", path: "/v1/agent/runs?q=produce&factory_uid=a&factory_uid=b&factory_only=false&artifact_type=FILE&execution_location=REMOTE&ancestor_run_id=" + w.done + "&cursor=&limit=50",
+			status: 200, typ: "RunPage"},
+		{name: "runs conversation", method: "GET", path: run + "/conversation", status: 200, typ: "RunGetConversationResponse"},
+		{name: "runs harness usage", method: "GET", path: run + "/harness-usage", status: 200, typ: "RunGetHarnessUsageResponse"},
+		{name: "runs timeline", method: "GET", path: run + "/timeline", status: 200, typ: "RunGetTimelineResponse"},
+		{name: "runs transcript", method: "GET", path: run + "/transcript", status: 302},
+		{name: "runs handoff attachments", method: "GET", path: run + "/handoff/attachments", status: 200, typ: "RunListHandoffAttachmentsResponse"},
+		{name: "runs interrupt", method: "POST", path: "/v1/agent/runs/" + w.slow + "/interrupt", status: 202, typ: "any"},
+		{name: "runs submit follow-up", method: "POST", path: run + "/followups", status: 200, typ: "RunSubmitFollowupResponse",
+			body: map[string]any{"message": "more", "mode": "normal", "attachments": []map[string]string{{"attachment_id": w.fileUID, "file_name": "report.md"}}}},
+	}
+}
+
+// scheduleCalls: the seven schedule calls.
+func (w *contractWorld) scheduleCalls() []contract {
+	sch := "/v1/agent/schedules/" + w.schedule
+	return []contract{
+		{name: "schedules create", method: "POST", path: "/v1/agent/schedules", status: 200, typ: "ScheduledAgentItem",
+			body: map[string]any{"name": "weekly", "cron_schedule": "0 9 * * 1", "prompt": "weekly", "enabled": false, "mode": "normal", "team": true}},
+		{name: "schedules retrieve", method: "GET", path: sch, status: 200, typ: "ScheduledAgentItem"},
+		{name: "schedules update", method: "PUT", path: sch, status: 200, typ: "ScheduledAgentItem",
+			body: map[string]any{"name": "daily", "cron_schedule": "0 10 * * *", "enabled": true, "prompt": "daily"}},
+		{name: "schedules list", method: "GET", path: "/v1/agent/schedules", status: 200, typ: "ScheduleListResponse"},
+		{name: "schedules pause", method: "POST", path: sch + "/pause", status: 200, typ: "ScheduledAgentItem"},
+		{name: "schedules resume", method: "POST", path: sch + "/resume", status: 200, typ: "ScheduledAgentItem"},
+		{name: "schedules delete", method: "DELETE", path: sch, status: 200, typ: "ScheduleDeleteResponse"},
+	}
+}
+
+// identityCalls: agent identities, the session and conversations.
+func (w *contractWorld) identityCalls() []contract {
+	conv := "/v1/agent/conversations/" + w.conversation
+	return []contract{
+		{name: "identities create", key: adminKey, method: "POST", path: "/v1/agent/identities", status: 422, typ: "Error",
+			body: map[string]any{"name": "helper", "agent_type": "CUSTOM", "secrets": []map[string]string{{"name": "S"}}}},
+		{name: "identities update", key: adminKey, method: "PUT", path: "/v1/agent/identities/" + w.reviewerUID, status: 422, typ: "Error",
+			body: map[string]any{"description": "changed"}},
+		{name: "identities list", method: "GET", path: "/v1/agent/identities?factory_uid=" + w.factory.UID, status: 200, typ: "ListAgentIdentitiesResponse"},
+		{name: "identities delete", key: adminKey, method: "DELETE", path: "/v1/agent/identities/" + w.reviewerUID, status: 422, typ: "Error"},
+		{name: "identities get", method: "GET", path: "/v1/agent/identities/" + w.reviewerUID, status: 200, typ: "AgentResponse"},
+		{name: "sessions check redirect", key: "-", method: "GET", path: "/v1/agent/sessions/" + factory.NewUUID() + "/redirect", status: 200,
+			typ: "SessionCheckRedirectResponse"},
+		{name: "conversations retrieve", method: "GET", path: conv, status: 200, typ: "RunGetConversationResponse"},
+		{name: "conversations check redirect", key: "-", method: "GET", path: conv + "/redirect", status: 200, typ: "ConversationCheckRedirectResponse"},
+		{name: "conversations download screenshot", method: "GET", path: conv + "/screenshots/" + w.screenshotUID + "/download", status: 302},
+		{name: "conversations transcript", method: "GET", path: conv + "/transcript", status: 302},
+		{name: "conversations interrupt (nothing in progress)", method: "POST", path: conv + "/interrupt", status: 409, typ: "Error"},
+		{name: "conversations submit follow-up", method: "POST", path: conv + "/followups", status: 200, typ: "ConversationSubmitFollowupResponse",
+			body: map[string]any{"message": "and more", "mode": "normal"}},
+		{name: "networking egress ranges", method: "GET", path: "/v1/networking/egress-ranges", status: 200, typ: "NetworkingGetEgressRangesResponse"},
+	}
+}
+
+// factoryCalls: factories, a dispatch, a run's scores, factory files.
+func (w *contractWorld) factoryCalls() []contract {
+	uid := w.factory.UID
+	files := map[string]any{"files": []map[string]string{{"path": "factory.yaml", "content": contractFiles["factory.yaml"]},
+		{"path": "agents/foreman/agent.md", "content": "---\nagentType: FOREMAN\n---\nGo.\n"},
+		{"path": "automations/a/automation.md", "content": "---\ntriggers:\n  - provider: github\n    event: issue_labled\n---\nGo.\n"}}}
+	return []contract{
+		{name: "factories list", method: "GET", path: "/v1/factory?limit=50&search=acme", status: 200, typ: "FactoryPage"},
+		{name: "factories get", method: "GET", path: "/v1/factory/" + uid, status: 200, typ: "Factory"},
+		{name: "factories runs create", method: "POST", path: "/v1/factory/" + uid + "/runs", status: 200, typ: "FactoryRunCreateResponse",
+			body: map[string]any{"prompt": "from the factory", "title": "T", "ticket_ref": "linear:ENG-1", "ticket_url": "https://linear.app/x/ENG-1"}},
+		{name: "factories runs list scores", method: "GET", path: "/v1/factory/runs/" + w.done + "/scores", status: 200, typ: "RunListScoresResponse"},
+		{name: "files validate", method: "POST", path: "/v1/factory-files/validate", status: 200, typ: "FileValidateResponse", body: files},
+		{name: "files schemas list", key: "-", method: "GET", path: "/v1/factory-files/schemas", status: 200, typ: "SchemaListResponse"},
+		{name: "files schemas retrieve", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1", status: 200, typ: "SchemaRetrieveResponse"},
+		{name: "files schemas get document", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1/factory", status: 200, typ: "object"},
+	}
+}
+
+// measureCalls: scorers, benchmark suites and runs, tasks.
+func (w *contractWorld) measureCalls() []contract {
+	f := "/v1/factory/" + w.factory.UID
+	sc := "/v1/factory/scorers/" + w.scorerID
+	task := f + "/tasks/" + factory.NewUUID()
+	return []contract{
+		{name: "scorers list", method: "GET", path: "/v1/factory/scorers?factory_uid=" + w.factory.UID + "&include_managed=false", status: 200, typ: "ScorerListResponse"},
+		{name: "scorers create", method: "POST", path: "/v1/factory/scorers", status: 422, typ: "Error", body: map[string]any{"name": "s", "model_id": "m"}},
+		{name: "scorers list results", method: "GET", path: sc + "/results?limit=10", status: 200, typ: "ScorerResultsPage"},
+		{name: "scorers list result reasons", method: "GET", path: sc + "/results/reasons?run_id=" + w.done, status: 200, typ: "ScorerListResultReasonsResponse"},
+		{name: "suites list", method: "GET", path: f + "/benchmarks/suites", status: 200, typ: "SuitePage"},
+		{name: "suites get", method: "GET", path: f + "/benchmarks/suites/" + w.suiteUID, status: 200, typ: "SuiteGetResponse"},
+		{name: "suites create", method: "POST", path: f + "/benchmarks/suites", status: 422, typ: "Error", body: map[string]any{"name": "s", "agent_uid": w.reviewerUID}},
+		{name: "suites launch run", method: "POST", path: f + "/benchmarks/suites/" + w.suiteUID + "/runs", status: 422, typ: "Error",
+			body: map[string]any{"repetition_count": 1, "configurations": []map[string]any{{"role": "baseline", "model": "auto"}}}},
+		{name: "benchmark runs list", method: "GET", path: f + "/benchmarks/runs", status: 200, typ: "BenchmarkRunPage"},
+		{name: "benchmark runs get", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID(), status: 404, typ: "Error"},
+		{name: "benchmark runs get results", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID() + "/results", status: 404, typ: "Error"},
+		{name: "tasks create", method: "POST", path: f + "/tasks", status: 422, typ: "Error", body: map[string]any{"title": "t", "prompt": "p"}},
+		{name: "tasks update", method: "PATCH", path: task, status: 404, typ: "Error", body: map[string]any{"stage": "REVIEW"}},
+		{name: "tasks list", method: "GET", path: f + "/tasks?stage=TRIAGE", status: 200, typ: "TaskPage"},
+		{name: "tasks delete", method: "DELETE", path: task, status: 404, typ: "Error"},
+		{name: "tasks cancel", method: "POST", path: task + "/cancel", status: 404, typ: "Error"},
+		{name: "tasks get", method: "GET", path: task, status: 404, typ: "Error"},
+		{name: "tasks get by conversation", method: "GET", path: f + "/task-by-conversation?conversation_id=" + w.conversation, status: 404, typ: "Error"},
+		{name: "tasks get by run", method: "GET", path: f + "/task-by-run?run_id=" + w.done, status: 404, typ: "Error"},
+	}
+}
+
+// lastCalls: errors, then the cancel of the run the interrupt stopped.
+func (w *contractWorld) lastCalls() []contract {
+	return []contract{
+		{name: "error: no such run", method: "GET", path: "/v1/agent/runs/run_nope0000000000000000", status: 404, typ: "Error"},
+		{name: "error: a bad parameter", method: "GET", path: "/v1/agent/runs?limit=0", status: 400, typ: "Error"},
+		{name: "error: no key", key: "-", method: "GET", path: "/v1/agent/runs", status: 401, typ: "Error"},
+		{name: "runs cancel", method: "POST", path: "/v1/agent/runs/" + w.slow + "/cancel", status: 200, typ: "string"},
+	}
+}
+
+// contractRedirects: the transcripts and the screenshot redirect to URLs
+// that answer without a key.
+func contractRedirects(t *testing.T, h *harness, w *contractWorld) {
+	for _, p := range []string{"/v1/agent/runs/" + w.done + "/transcript", "/v1/agent/conversations/" + w.conversation + "/transcript",
+		"/v1/agent/conversations/" + w.conversation + "/screenshots/" + w.screenshotUID + "/download"} {
+		status, hdr, _ := sdkDo(t, h, runsKey, "GET", p, nil, "Accept", "application/octet-stream")
+		loc := hdr.Get("Location")
+		if status != 302 || loc == "" {
+			t.Fatalf("%s: %d %q", p, status, loc)
+		}
+		resp, err := http.Get(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(b) == 0 {
+			t.Fatalf("%s → %s: %d", p, loc, resp.StatusCode)
+		}
+		if strings.Contains(p, "transcript") {
+			var first map[string]any
+			if err := json.Unmarshal(bytes.SplitN(b, []byte("\n"), 2)[0], &first); err != nil || first["event_type"] != "oz_run_created" {
+				t.Errorf("%s: the transcript's first line: %s", p, bytes.SplitN(b, []byte("\n"), 2)[0])
+			}
+		}
+		resp, _ = http.Get(loc + "x")
+		if resp.StatusCode != 403 {
+			t.Errorf("%s: a tampered token: %d", p, resp.StatusCode)
+		}
+		resp.Body.Close()
+	}
+}
+
+// contractSources: runs from a custom webhook's automation, the factory
+// API and the Agents API read back with their sources; the webhook's
+// automation runs the reviewer, whose claude harness this server does not
+// run: the run fails with the platform's code, and this server's in
+// status_message.detail.
+func contractSources(t *testing.T, h *harness, st *sdkTypes, w *contractWorld) {
+	ci := w.ci
 	dlv := deliveryID(t, post(t, ci.url, "", `{"x":1}`, "Authorization", "Bearer "+ci.secret))
 	var hookRun string
 	for deadline := time.Now().Add(10 * time.Second); hookRun == ""; time.Sleep(20 * time.Millisecond) {
@@ -225,105 +587,74 @@ func contractSources(t *testing.T, h *harness, dir string) {
 			t.Fatal("the delivery started no run")
 		}
 	}
-	d := sdkCall(t, h, "POST", "/v1/factory/"+root.UID+"/runs", map[string]any{"prompt": "dispatched"}, 200)
-	api := createRun(t, h, map[string]any{"prompt": "direct"})
-	for id, source := range map[string]string{hookRun: "CUSTOM_WEBHOOK", d["run_id"].(string): "API", api: "API"} {
-		waitState(t, h, id, "SUCCEEDED")
-		m := checkRunItem(t, sdkCall(t, h, "GET", "/v1/agent/runs/"+id, nil, 200))
-		runTime, _ := m["run_time"].(string)
-		if m["source"] != source || m["root_run_id"] != id || m["finished_at"] == nil || !strings.HasPrefix(runTime, "PT") {
-			t.Errorf("run %s: source %v root %v finished_at %v run_time %v; want %s", id, m["source"], m["root_run_id"], m["finished_at"], m["run_time"], source)
+	m := waitState(t, h, hookRun, "FAILED")
+	st.conforms(t, "RunItem", m)
+	sm := m["status_message"].(map[string]any)
+	if m["source"] != "CUSTOM_WEBHOOK" || sm["error_code"] != "integration_not_configured" || sm["detail"] != "harness_not_configured" {
+		t.Errorf("the reviewer's run: source %v, status %v", m["source"], sm)
+	}
+	if _, ok := m["request_usage"]; !ok || m["request_usage"] != nil {
+		t.Errorf("request_usage: present and null until known: %v", m)
+	}
+	status, b := call(t, h, "POST", "/v1/factory/"+w.factory.UID+"/runs", map[string]any{"prompt": "dispatched"})
+	var d map[string]any
+	json.Unmarshal(b, &d)
+	if status != 200 || d["ticket_ref"] != "api:"+d["run_id"].(string) || d["foreman_agent"] != "foreman" {
+		t.Fatalf("dispatch: %d %s", status, b)
+	}
+	m = waitState(t, h, d["run_id"].(string), "SUCCEEDED")
+	if m["source"] != "API" || m["factory_uid"] != w.factory.UID || m["root_run_id"] != m["run_id"] || m["finished_at"] == nil {
+		t.Errorf("a dispatched run: %v", m)
+	}
+	pr := m["artifacts"].([]any)
+	for _, a := range pr {
+		if a.(map[string]any)["artifact_type"] == "PULL_REQUEST" && a.(map[string]any)["data"].(map[string]any)["status"] != "unknown" {
+			t.Errorf("a pull request this server heard nothing of: %v", a)
 		}
 	}
 }
 
-// contractTimeline: the timeline's events and the conversation.
-func contractTimeline(t *testing.T, h *harness) {
-	id := createRun(t, h, map[string]any{"prompt": "timeline"})
-	waitState(t, h, id, "SUCCEEDED")
-	events := sdkCall(t, h, "GET", "/v1/agent/runs/"+id+"/timeline", nil, 200)["events"].([]any)
-	var types []string
-	for _, e := range events {
-		m := has(t, "timeline event", e, "event_type", "event_uuid", "occurred_at", "run_id")
-		types = append(types, m["event_type"].(string))
-	}
-	for _, want := range []string{"oz_run_created", "agent_started", "oz_run_done"} {
-		if !slices.Contains(types, want) {
-			t.Errorf("timeline lacks %s: %v", want, types)
+// contractKnownRoutes: every path of the SDKs' api.md answers something
+// other than 404 for a route (a 404 names a missing resource, never a
+// missing route).
+func contractKnownRoutes(t *testing.T, h *harness, w *contractWorld) {
+	for _, r := range sdkRoutes {
+		p := strings.NewReplacer("{uid}", w.factory.UID, "{runId}", w.done, "{run_id}", w.done).Replace(r[1])
+		status, _, b := sdkDo(t, h, adminKey, r[0], p, map[string]any{})
+		var prob map[string]any
+		json.Unmarshal(b, &prob)
+		if status == 404 && !strings.Contains(fmt.Sprint(prob["detail"]), "no ") || status == 405 {
+			t.Errorf("%s %s: %d %s", r[0], p, status, b)
 		}
-	}
-	conv := has(t, "conversation", sdkCall(t, h, "GET", "/v1/agent/runs/"+id+"/conversation", nil, 200), "run_id", "conversation_id", "turns")
-	if turns := conv["turns"].([]any); len(turns) != 1 {
-		t.Errorf("turns: %v", turns)
 	}
 }
 
-// contractFollowUps: the follow-up's answer, and interrupt's statuses.
-func contractFollowUps(t *testing.T, h *harness) {
-	id := createRun(t, h, map[string]any{"prompt": "follow"})
-	waitState(t, h, id, "SUCCEEDED")
-	m := has(t, "follow-up", sdkCall(t, h, "POST", "/v1/agent/runs/"+id+"/followups", map[string]any{"message": "more", "mode": "normal"}, 200),
-		"followup_id", "outcome")
-	oneOf(t, "outcome", m["outcome"], []string{"live_session", "queued_prompt", "handoff_execution"})
-	waitState(t, h, id, "SUCCEEDED")
-	has(t, "problem", sdkCall(t, h, "POST", "/v1/agent/runs/"+id+"/interrupt", nil, 409), "type", "title", "status", "error")
-}
-
-// contractArtifacts: the artifact answers, and the run by its pull
-// request.
-func contractArtifacts(t *testing.T, h *harness) {
-	id := createRun(t, h, map[string]any{"prompt": "produce"})
-	run := checkRunItem(t, waitState(t, h, id, "SUCCEEDED"))
-	for _, a := range run["artifacts"].([]any) {
-		art := a.(map[string]any)
-		data := art["data"].(map[string]any)
-		uid, ok := data["artifact_uid"].(string)
-		if !ok {
-			continue
-		}
-		got := has(t, "AgentGetArtifactResponse", sdkCall(t, h, "GET", "/v1/agent/artifacts/"+uid, nil, 200), "artifact_type", "artifact_uid", "created_at", "data")
-		switch art["artifact_type"] {
-		case "FILE":
-			has(t, "FileArtifactResponse.data", got["data"], "content_type", "download_url", "expires_at", "filename")
-		case "PLAN":
-			has(t, "PlanArtifactResponse.data", got["data"], "content", "content_type", "document_uid", "notebook_uid")
-		}
-	}
-	byRef := sdkCall(t, h, "GET", "/v1/agent/run-by-external-reference?url=https%3A%2F%2Fgithub.com%2Facme%2Fapp%2Fpull%2F42", nil, 200)
-	checkRunItem(t, byRef)
-}
-
-// contractErrors: the problem body of each status the API answers.
-func contractErrors(t *testing.T, h *harness) {
-	for path, code := range map[string]string{"/v1/agent/runs/run_nope0000000000000000": "resource_not_found", "/v1/agent/runs?limit=0": "invalid_request"} {
-		status := map[string]int{"resource_not_found": 404, "invalid_request": 400}[code]
-		m := has(t, "problem", sdkCall(t, h, "GET", path, nil, status), "type", "title", "status", "error", "instance", "trace_id", "retryable")
-		if !strings.Contains(m["type"].(string), code) || m["retryable"] != false {
-			t.Errorf("%s: %v", path, m)
-		}
-	}
-	req, _ := http.NewRequest("GET", h.url+"/v1/agent/runs", nil)
-	req.Header.Set("Authorization", "Bearer not-a-key")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 401 || resp.Header.Get("x-should-retry") != "false" {
-		t.Errorf("unauthenticated: %d x-should-retry %q", resp.StatusCode, resp.Header.Get("x-should-retry"))
-	}
-}
-
-// contractAlso: environments and agents, which the SDKs call too.
-func contractAlso(t *testing.T, h *harness) {
-	envs := sdkCall(t, h, "GET", "/v1/agent/environments", nil, 200)["environments"].([]any)
-	if len(envs) == 0 {
-		t.Fatal("no environments")
-	}
-	for _, e := range envs {
-		has(t, "CloudEnvironment", e, "config", "last_updated", "setup_failed", "uid")
-	}
-	if _, ok := sdkCall(t, h, "GET", "/v1/agent", nil, 200)["agents"].([]any); !ok {
-		t.Error("GET /v1/agent: no agents list")
-	}
+// sdkRoutes are the method and path of every call of the newest SDKs'
+// api.md (ts 1f216b5 api.md, py 3c9d075 api.md), with /v1.
+var sdkRoutes = [][2]string{
+	{"GET", "/v1/agent"}, {"GET", "/v1/agent/artifacts/a/download"}, {"GET", "/v1/agent/artifacts/a"},
+	{"GET", "/v1/agent/run-by-external-reference?url=x"}, {"GET", "/v1/agent/environments"}, {"GET", "/v1/agent/models"},
+	{"POST", "/v1/agent/runs"}, {"GET", "/v1/agent/runs/{runId}"}, {"GET", "/v1/agent/runs"}, {"POST", "/v1/agent/runs/{runId}/cancel"},
+	{"GET", "/v1/agent/runs/{runId}/conversation"}, {"GET", "/v1/agent/runs/{runId}/harness-usage"}, {"GET", "/v1/agent/runs/{runId}/timeline"},
+	{"GET", "/v1/agent/runs/{runId}/transcript"}, {"POST", "/v1/agent/runs/{runId}/interrupt"}, {"GET", "/v1/agent/runs/{runId}/handoff/attachments"},
+	{"POST", "/v1/agent/runs/{runId}/followups"},
+	{"POST", "/v1/agent/schedules"}, {"GET", "/v1/agent/schedules/s"}, {"PUT", "/v1/agent/schedules/s"}, {"GET", "/v1/agent/schedules"},
+	{"DELETE", "/v1/agent/schedules/s"}, {"POST", "/v1/agent/schedules/s/pause"}, {"POST", "/v1/agent/schedules/s/resume"},
+	{"POST", "/v1/agent/identities"}, {"PUT", "/v1/agent/identities/x"}, {"GET", "/v1/agent/identities"}, {"DELETE", "/v1/agent/identities/x"},
+	{"GET", "/v1/agent/identities/x"},
+	{"GET", "/v1/agent/sessions/x/redirect"},
+	{"GET", "/v1/agent/conversations/c"}, {"GET", "/v1/agent/conversations/c/redirect"}, {"GET", "/v1/agent/conversations/c/screenshots/s/download"},
+	{"GET", "/v1/agent/conversations/c/transcript"}, {"POST", "/v1/agent/conversations/c/interrupt"}, {"POST", "/v1/agent/conversations/c/followups"},
+	{"GET", "/v1/networking/egress-ranges"},
+	{"GET", "/v1/factory"}, {"GET", "/v1/factory/{uid}"}, {"POST", "/v1/factory/{uid}/runs"}, {"GET", "/v1/factory/runs/{run_id}/scores"},
+	{"POST", "/v1/factory-files/validate"}, {"GET", "/v1/factory-files/schemas/v1alpha1"}, {"GET", "/v1/factory-files/schemas"},
+	{"GET", "/v1/factory-files/schemas/v1alpha1/factory"},
+	{"POST", "/v1/factory/scorers"}, {"GET", "/v1/factory/scorers"}, {"GET", "/v1/factory/scorers/1/results/reasons?run_id=r"},
+	{"GET", "/v1/factory/scorers/1/results"},
+	{"POST", "/v1/factory/{uid}/benchmarks/suites"}, {"GET", "/v1/factory/{uid}/benchmarks/suites"}, {"GET", "/v1/factory/{uid}/benchmarks/suites/s"},
+	{"POST", "/v1/factory/{uid}/benchmarks/suites/s/runs"}, {"GET", "/v1/factory/{uid}/benchmarks/runs"}, {"GET", "/v1/factory/{uid}/benchmarks/runs/r"},
+	{"GET", "/v1/factory/{uid}/benchmarks/runs/r/results"},
+	{"POST", "/v1/factory/{uid}/tasks"}, {"PATCH", "/v1/factory/{uid}/tasks/t"}, {"GET", "/v1/factory/{uid}/tasks"}, {"DELETE", "/v1/factory/{uid}/tasks/t"},
+	{"POST", "/v1/factory/{uid}/tasks/t/cancel"}, {"GET", "/v1/factory/{uid}/tasks/t"}, {"GET", "/v1/factory/{uid}/task-by-conversation?conversation_id=c"},
+	{"GET", "/v1/factory/{uid}/task-by-run?run_id=r"},
 }

@@ -16,6 +16,7 @@ const (
 	CodeNotAuthorized          = problem.NotAuthorized
 	CodeNotFound               = problem.NotFound
 	CodeConflict               = problem.Conflict
+	CodeOperationNotSupported  = problem.Unprocessable
 )
 
 func errorf(code, msg string) *Error { return problem.Errorf(code, msg) }

@@ -48,15 +48,19 @@ func (s *Server) listFactoryObjects(w http.ResponseWriter, r *http.Request) erro
 	out := []factory.FactoryObject{}
 	page := factory.PageInfo{}
 	for _, f := range fs {
-		if f.Name <= after || search != "" && !strings.Contains(strings.ToLower(f.Name), search) {
+		if f.Name <= after || search != "" && !matchesSearch(f, search) {
 			continue
 		}
 		if len(out) == limit {
 			page.HasNextPage = true
-			page.NextCursor = cursor.Seal(key, scope, out[len(out)-1].Name)
+			page.NextCursor = cursor.Seal(key, scope, out[len(out)-1].Key)
 			break
 		}
-		out = append(out, f.Object())
+		o, err := s.factoryObject(f)
+		if err != nil {
+			return err
+		}
+		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"factories": out, "page_info": page})
 	return nil
@@ -68,8 +72,57 @@ func (s *Server) getFactoryObject(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, f.Object())
+	o, err := s.factoryObject(f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, o)
 	return nil
+}
+
+// matchesSearch: search is a case-insensitive part of the factory's
+// name (factory.yaml's), its alias or its key.
+func matchesSearch(f *factory.Factory, search string) bool {
+	for _, v := range []string{f.Name, f.Settings.Name, f.Settings.Alias} {
+		if strings.Contains(strings.ToLower(v), search) {
+			return true
+		}
+	}
+	return false
+}
+
+// factoryObject is a factory as the newest SDKs read it: it needs the
+// server's team and the factory's runners.
+func (s *Server) factoryObject(f *factory.Factory) (factory.FactoryObject, error) {
+	team, err := s.teamUID()
+	if err != nil {
+		return factory.FactoryObject{}, err
+	}
+	runners, err := s.store.Resources(f.Name, factory.ResourceRunner)
+	if err != nil {
+		return factory.FactoryObject{}, err
+	}
+	uids := map[string]string{}
+	for _, r := range runners {
+		uids[r.Key] = r.UID
+	}
+	return f.Object(factory.ObjectContext{TeamUID: team, RunnerUIDs: uids}), nil
+}
+
+// teamUID is the one team of this server (tm_ + the server's ID, made
+// once and kept in the store): every factory, agent and key belongs to it.
+func (s *Server) teamUID() (string, error) {
+	s.teamOnce.Do(func() {
+		v, err := s.store.Meta("server_id")
+		if err == nil && v == "" {
+			v = factory.NewUID("")
+			b := s.store.NewBatch()
+			b.PutMeta("server_id", v)
+			err = b.Commit()
+		}
+		s.teamUIDV, s.teamErr = factory.TeamPrefix+v, err
+	})
+	return s.teamUIDV, s.teamErr
 }
 
 // dispatch is POST /v1/factory/{uid}/runs {prompt, title?, ticket_ref?,

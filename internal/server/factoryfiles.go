@@ -41,7 +41,8 @@ func (s *Server) factoryFileRoutes(mux *routes) {
 }
 
 func (s *Server) schemaVersions(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"versions": []string{schemaVersion}, "current": schemaVersion})
+	writeJSON(w, http.StatusOK, map[string]any{"current_version": schemaVersion, "current": schemaVersion,
+		"versions": []map[string]string{{"schema_version": schemaVersion, "schema_url": "/v1/factory-files/schemas/" + schemaVersion}}})
 	return nil
 }
 
@@ -63,9 +64,9 @@ func (s *Server) schemaBundle(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		docs[string(k)] = b
+		docs[string(k)+".json"] = b
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"version": schemaVersion, "documents": docs})
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "version": schemaVersion, "documents": docs})
 	return nil
 }
 
@@ -163,8 +164,66 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 	if req.Strict {
 		c.Strict()
 	}
-	writeJSON(w, http.StatusOK, reconciler.PlanJSON(c.Plan, true))
+	writeJSON(w, http.StatusOK, validation(c, st != nil))
 	return nil
+}
+
+// validationAnswer is the plan's report (as `reconcile --dry-run --output
+// json` prints it) with the SDKs' FileValidateResponse beside it:
+// diagnostics (the errors, located by file), what the validation did, and
+// what it did not.
+type validationAnswer struct {
+	reconciler.PlanReport
+	SchemaVersion              string              `json:"schema_version"`
+	Diagnostics                []fileDiagnostic    `json:"diagnostics"`
+	DeferredResolutions        []map[string]string `json:"deferred_resolutions"`
+	StateDependentChecksNotRun []string            `json:"state_dependent_checks_not_run"`
+	ValidationScope            map[string]string   `json:"validation_scope"`
+}
+
+// fileDiagnostic is an error as the SDKs' Diagnostic: a stable code, the
+// file and its 1-based line and column.
+type fileDiagnostic struct {
+	Code    string `json:"code"`
+	Path    string `json:"path"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+}
+
+// stateChecks are the checks that need a factory's state: a request
+// without factory does not run them.
+var stateChecks = []string{"managed_secrets_exist", "webhook_uids_exist"}
+
+func validation(c *reconciler.Checked, withState bool) validationAnswer {
+	rep := reconciler.PlanJSON(c.Plan, true)
+	a := validationAnswer{PlanReport: rep, SchemaVersion: schemaVersion, Diagnostics: []fileDiagnostic{},
+		DeferredResolutions: []map[string]string{}, StateDependentChecksNotRun: stateChecks,
+		ValidationScope: map[string]string{"parser": "checked", "state_independent": "checked", "state_dependent": "not_checked"}}
+	if withState {
+		a.StateDependentChecksNotRun, a.ValidationScope["state_dependent"] = []string{}, "checked"
+	}
+	for _, e := range rep.Errors {
+		a.Diagnostics = append(a.Diagnostics, fileDiagnostic{Code: diagnosticCode(e.Message), Path: e.File, Line: max(e.Line, 1),
+			Column: max(e.Column, 1), Message: e.Message})
+	}
+	return a
+}
+
+// diagnosticCode is a stable code for an error, from what its message
+// says.
+func diagnosticCode(msg string) string {
+	switch {
+	case strings.Contains(msg, "unknown key"), strings.Contains(msg, "unknown filter key"):
+		return "FF_UNKNOWN_FIELD"
+	case strings.Contains(msg, "required"), strings.Contains(msg, "missing"):
+		return "FF_MISSING_FIELD"
+	case strings.Contains(msg, "names no "), strings.Contains(msg, "there is no "):
+		return "FF_UNRESOLVED_REFERENCE"
+	case strings.Contains(msg, "extension:"):
+		return "FF_EXTENSION"
+	}
+	return "FF_INVALID_VALUE"
 }
 
 // memorySource is a revision already in memory.

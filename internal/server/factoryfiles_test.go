@@ -34,7 +34,7 @@ func get(t *testing.T, url string) answer {
 func TestSchemasEndpoints(t *testing.T) {
 	h := start(t)
 	a := get(t, h.url+"/v1/factory-files/schemas")
-	if a.status != 200 || strings.TrimSpace(a.body) != `{"current":"v1alpha1","versions":["v1alpha1"]}` {
+	if a.status != 200 || strings.TrimSpace(a.body) != `{"current":"v1alpha1","current_version":"v1alpha1","versions":[{"schema_url":"/v1/factory-files/schemas/v1alpha1","schema_version":"v1alpha1"}]}` {
 		t.Fatalf("versions: %d %s", a.status, a.body)
 	}
 	a = get(t, h.url+"/v1/factory-files/schemas/v1alpha1")
@@ -50,7 +50,7 @@ func TestSchemasEndpoints(t *testing.T) {
 		one := get(t, h.url+"/v1/factory-files/schemas/v1alpha1/"+name)
 		var served, inBundle any
 		_ = json.Unmarshal([]byte(one.body), &served)
-		_ = json.Unmarshal(bundle.Documents[name], &inBundle)
+		_ = json.Unmarshal(bundle.Documents[name+".json"], &inBundle)
 		if one.status != 200 || one.header.Get("Content-Type") != "application/schema+json" || served == nil || !reflect.DeepEqual(served, inBundle) {
 			t.Fatalf("%s: %d %s", name, one.status, one.header.Get("Content-Type"))
 		}
@@ -110,6 +110,14 @@ func TestValidateFiles(t *testing.T) {
 	_ = json.Unmarshal(want, &wantV)
 	delete(got, "revision") // a directory's revision and a request's are digests of the same files, computed alike
 	delete(wantV, "revision")
+	// The SDKs' FileValidateResponse is beside the report: the errors again,
+	// located by file, and what the validation did not check.
+	for _, k := range []string{"schema_version", "diagnostics", "deferred_resolutions", "state_dependent_checks_not_run", "validation_scope"} {
+		if _, ok := got[k]; !ok {
+			t.Fatalf("validate lacks %s: %s", k, a.body)
+		}
+		delete(got, k)
+	}
 	g, _ := json.Marshal(got)
 	w, _ := json.Marshal(wantV)
 	if string(g) != string(w) {

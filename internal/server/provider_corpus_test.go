@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ type corpusCase struct {
 // corpus to a real server, signed as its provider signs (GitHub's checked
 // by go-github; Slack's v0 and Linear's HMAC as their documentation says;
 // GitLab's token; Jira's through a token webhook that says eventSource:
-// jira), and reads back from the delivery log the event each was
+// jira; Azure DevOps' service hook with HTTP Basic), and reads back from the delivery log the event each was
 // normalized into, with every filter key's value.
 func TestProviderDeliveriesThroughServe(t *testing.T) {
 	b, err := os.ReadFile("../events/testdata/deliveries.json")
@@ -41,22 +43,24 @@ func TestProviderDeliveriesThroughServe(t *testing.T) {
 	}
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"factory.yaml":         "schemaVersion: v1alpha1\nname: All\nrepositories:\n  - {owner: acme, name: widgets}\n  - {owner: acme, name: api}\nagentDefaults:\n  model: auto\n",
-		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
-		"webhooks/github.yaml": "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
-		"webhooks/gitlab.yaml": "authMode: signature\nsignatureScheme: gitlab\nsecretName: gl\n",
-		"webhooks/linear.yaml": "authMode: signature\nsignatureScheme: linear\nsecretName: ln\n",
-		"webhooks/slack.yaml":  "authMode: signature\nsignatureScheme: slack\nsecretName: sl\n",
-		"webhooks/jira.yaml":   "authMode: token\nsecretName: jr\neventSource: jira\n",
+		"factory.yaml":               "schemaVersion: v1alpha1\nname: All\nrepositories:\n  - {owner: acme, name: widgets}\n  - {owner: acme, name: api}\n  - {owner: fabrikam/Fabrikam, name: widgets}\nagentDefaults:\n  model: auto\n",
+		"agents/lead/agent.md":       "---\nagentType: FOREMAN\n---\nYou lead.\n",
+		"webhooks/github.yaml":       "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
+		"webhooks/gitlab.yaml":       "authMode: signature\nsignatureScheme: gitlab\nsecretName: gl\n",
+		"webhooks/linear.yaml":       "authMode: signature\nsignatureScheme: linear\nsecretName: ln\n",
+		"webhooks/slack.yaml":        "authMode: signature\nsignatureScheme: slack\nsecretName: sl\n",
+		"webhooks/jira.yaml":         "authMode: token\nsecretName: jr\neventSource: jira\n",
+		"webhooks/azure-devops.yaml": "authMode: signature\nsignatureScheme: azure_devops\nsecretName: az\n",
 	})
-	secretOf := map[string]string{"gh": ghSecret, "gl": "gitlab-token-0123456789", "ln": "lin_wh_secret_0123456789", "sl": "8f742231b10e8888abcd99yyyzzz85a5", "jr": "jira-token-0123456789abcdefghijklmn"}
+	secretOf := map[string]string{"gh": ghSecret, "gl": "gitlab-token-0123456789", "ln": "lin_wh_secret_0123456789", "sl": "8f742231b10e8888abcd99yyyzzz85a5", "jr": "jira-token-0123456789abcdefghijklmn",
+		"az": "azure-devops-hook-password-0123456789"}
 	h := serveWithSecrets(t, root, secretOf)
 	hooks := map[string]factory.WebhookStatus{}
 	for _, w := range h.status("acme").Webhooks {
 		hooks[w.Name] = w
 	}
 	for i, c := range cases {
-		hook := hooks[c.Provider]
+		hook := hooks[strings.ReplaceAll(c.Provider, "_", "-")]
 		id := deliveryID(t, postSigned(t, hook.IngressURL, c, fmt.Sprintf("corpus-%d", i), secretOf))
 		var d *factory.Delivery
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -108,6 +112,8 @@ func postSigned(t *testing.T, url string, c corpusCase, id string, secretOf map[
 	case "slack":
 		ts := fmt.Sprint(time.Now().Unix())
 		return post(t, url, "", body, "X-Slack-Request-Timestamp", ts, "X-Slack-Signature", "v0="+hexMAC(secretOf["sl"], "v0:"+ts+":"+body))
+	case "azure_devops": // a service hook's Basic authentication; its identity is the payload's id
+		return post(t, url, "", body, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("factory:"+secretOf["az"])))
 	default: // jira
 		return post(t, url, "", body, "Authorization", "Bearer "+secretOf["jr"], "X-Atlassian-Webhook-Identifier", id)
 	}

@@ -69,6 +69,14 @@ type Config struct {
 	// warp/factory-config).
 	CodeHosts *codehost.Hosts
 	CheckName string
+	// EgressRanges are the address ranges outbound traffic comes from
+	// (networking.egressRanges, canonical): GET /v1/networking/egress-ranges.
+	EgressRanges []string
+	// Models are the models each environment offers, and DefaultModel the
+	// configured default (environments.<name>.models, runtime.defaultModel):
+	// GET /v1/agent/models.
+	Models       map[string][]Model
+	DefaultModel string
 	// PushSecret, when set, names the managed secret of the push receiver
 	// (POST /hooks/push): a git host's push notification signed or carrying
 	// it syncs the pushed factories at once.
@@ -111,6 +119,10 @@ type Server struct {
 	cursorOnce sync.Once
 	cursorKeyV []byte
 	cursorErr  error
+
+	teamOnce sync.Once
+	teamUIDV string
+	teamErr  error
 }
 
 // runner keeps one factory reconciled.
@@ -484,6 +496,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/factory/{uid}/runs", s.auth(s.needRuns(s.dispatch), factory.ScopeRuns))
 	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
+	s.identityRoutes(mux)
+	s.conversationRoutes(mux)
+	s.platformRoutes(mux)
+	s.measureRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))
@@ -540,12 +556,34 @@ func (rt *routes) done() http.Handler {
 			allow = append(allow, http.MethodHead)
 		}
 		header := strings.Join(allow, ", ")
-		rt.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		fallback := func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", header)
 			problem.Write(w, r, problem.Errorf(problem.MethodNotAllowed, fmt.Sprintf("%s is not allowed here: use %s", r.Method, header)), nil)
-		})
+		}
+		// A path without a method would overlap another method's pattern
+		// with wildcards (/v1/factory/scorers and GET /v1/factory/{uid}):
+		// then each other method gets its fallback alone, where it does not.
+		if !tryHandle(rt.mux, path, fallback) {
+			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+				if !slices.Contains(allow, m) {
+					tryHandle(rt.mux, m+" "+path, fallback)
+				}
+			}
+		}
 	}
 	return rt.mux
+}
+
+// tryHandle registers a pattern unless it conflicts with one registered
+// (the mux panics then).
+func tryHandle(mux *http.ServeMux, pattern string, h http.HandlerFunc) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	mux.HandleFunc(pattern, h)
+	return true
 }
 
 type handler func(w http.ResponseWriter, r *http.Request) error

@@ -39,7 +39,7 @@ func isUpdatedKey(k string) bool {
 // RunFilterFields are the fields runs can be listed by, most selective
 // first: a query with several walks the index of the first. Metadata
 // pairs (md:<key>) come before all of them.
-var RunFilterFields = []string{"ancestor", "automation_id", "schedule_id", "factory_uid", "creator", "skill", "name", "model_id",
+var RunFilterFields = []string{"conversation", "ancestor", "automation_id", "schedule_id", "factory_uid", "creator", "skill", "name", "model_id",
 	"environment_id", "artifact_type", "in_factory", "source", "state"}
 
 // metadataField is the index field of a metadata key.
@@ -66,7 +66,7 @@ func runFieldValues(r *factory.Run) map[string][]string {
 	}
 	vals := map[string][]string{"automation_id": one(r.AutomationID), "factory_uid": one(r.FactoryUID), "name": one(cfg.Name),
 		"model_id": one(cfg.Model), "environment_id": one(r.Environment), "source": one(r.Source), "state": one(string(r.State)),
-		"skill": one(r.Skill), "ancestor": r.Ancestors}
+		"skill": one(r.Skill), "ancestor": r.Ancestors, "conversation": one(r.Conversation())}
 	if r.Creator != nil {
 		vals["creator"] = one(r.Creator.UID)
 	}
@@ -541,8 +541,9 @@ func (s *Store) SweepSupersededRunIndex(before time.Time) (int, error) {
 // runIndexVersion is the version of the run list index's layout: a store
 // written with an older one gets the entries it lacks at its first open
 // (version 2 added the title and agent orders, and the fields of the
-// platform API's filters).
-const runIndexVersion = "2"
+// platform API's filters; version 3 the conversation, which the API's
+// conversation paths find runs by).
+const runIndexVersion = "3"
 
 // upgradeRunIndex adds the entries an older index lacks: every run's
 // current entries are written again (entries already there are the same

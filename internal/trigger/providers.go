@@ -70,8 +70,37 @@ var providers = map[string]provider{
 		payload: true,
 		keys:    map[string][]string{"project_keys": nil, "keywords": nil},
 	},
+	// Microsoft Teams (docs/spec/talkback.md; the product's teams.mdx):
+	// every trigger names exactly one team and at least one channel.
+	factory.ProviderTeams: {
+		events:  []string{"app_mention", "message_posted"},
+		payload: true,
+		keys:    map[string][]string{"team_ids": nil, "channel_ids": nil, "keywords": nil, "user_ids": nil},
+	},
+	// Azure DevOps Services' service hooks (the product's azure-devops.mdx).
+	factory.ProviderAzureDevOps: {
+		events:  slices.Concat(azureWorkItem, azurePR, []string{"push"}),
+		payload: true,
+		keys: map[string][]string{
+			"repos":           slices.Concat(azurePR, []string{"push"}),
+			"source_repos":    azurePR,
+			"branches":        slices.Concat(azurePR, []string{"push"}),
+			"work_item_types": azureWorkItem[:3],
+			"labels":          azureWorkItem[:3],
+			"assignees":       azureWorkItem[:3],
+			"authors":         azureWorkItem[:3],
+			"mentioned":       {"work_item_mentioned", "pull_request_mentioned"},
+		},
+	},
 	factory.ProviderFactory: {events: []string{"work_item_stage_changed"}},
 }
+
+var (
+	// azureWorkItem: the first three take the work item's filters.
+	azureWorkItem = []string{"work_item_created", "work_item_assigned", "work_item_labeled", "work_item_mentioned"}
+	azurePR       = []string{"pull_request_created", "pull_request_merged", "pull_request_closed", "pull_request_updated",
+		"pull_request_commented", "pull_request_mentioned"}
+)
 
 // Problem is something wrong with one trigger, at a JSON pointer relative
 // to the trigger.
@@ -106,6 +135,9 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 		return out
 	}
 	var out []Problem
+	if t.Provider == factory.ProviderTeams {
+		out = append(out, teamsScope(t.Filter.Keys)...)
+	}
 	if len(t.Filter.Payload) > 0 && !p.payload {
 		out = append(out, Problem{Pointer: "/filter/payload", Message: fmt.Sprintf("%s triggers take no payload filter", t.Provider)})
 	}
@@ -129,6 +161,25 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 			out = append(out, Problem{Pointer: "/filter/" + key, Message: "use in or not_in, not both"})
 		}
 	}
+	return out
+}
+
+// teamsScope checks what every Teams trigger names: exactly one team and
+// at least one channel, as lists of what to include.
+func teamsScope(keys map[string]factory.ValueSet) []Problem {
+	var out []Problem
+	for key, want := range map[string]string{"team_ids": "exactly one team ID", "channel_ids": "at least one channel ID"} {
+		v, ok := keys[key]
+		switch {
+		case !ok:
+			out = append(out, Problem{Pointer: "/filter", Message: fmt.Sprintf("a teams trigger needs %s: filter.%s", want, key)})
+		case len(v.NotIn) > 0:
+			out = append(out, Problem{Pointer: "/filter/" + key, Message: key + " lists what to include: not_in is not taken"})
+		case key == "team_ids" && len(v.In) != 1, len(v.In) == 0:
+			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("a teams trigger needs %s (has %d)", want, len(v.In))})
+		}
+	}
+	slices.SortFunc(out, func(a, b Problem) int { return strings.Compare(a.Pointer+a.Message, b.Pointer+b.Message) })
 	return out
 }
 

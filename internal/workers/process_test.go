@@ -190,7 +190,7 @@ func TestWorkers(t *testing.T) {
 	by := map[string]int{}
 	for _, id := range ids {
 		r := cl.wait(t, id, 30*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
-		if r.State != factory.StateSucceeded || r.Executor == nil || r.Executor.Type != "worker" || len(r.Artifacts) == 0 {
+		if r.State != factory.StateSucceeded || r.Executor.Worker() == "" || len(r.Artifacts) == 0 {
 			t.Fatalf("run %s: %s, executor %+v, artifacts %+v", id, r.State, r.Executor, r.Artifacts)
 		}
 		by[r.Executor.UID]++
@@ -202,7 +202,7 @@ func TestWorkers(t *testing.T) {
 	checkVisible(t, cl)
 
 	slow := cl.create(t, "slow")
-	r := cl.wait(t, slow, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+	r := cl.wait(t, slow, 10*time.Second, func(r *client.Run) bool { return r.Executor.Worker() != "" })
 	victim, other := w1, "w2"
 	if r.Executor.UID == "w2" {
 		victim, other = w2, "w1"
@@ -296,7 +296,7 @@ func TestWorkersControl(t *testing.T) {
 	ctx := context.Background()
 	for _, action := range []string{"cancel", "interrupt"} {
 		id := cl.create(t, "slow "+action)
-		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor.Worker() != "" })
 		time.Sleep(300 * time.Millisecond)
 		asked := time.Now()
 		var err error
@@ -353,7 +353,7 @@ func checkDrain(t *testing.T, cl *cluster, w *proc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.wait(t, created.RunID, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+	cl.wait(t, created.RunID, 10*time.Second, func(r *client.Run) bool { return r.Executor.Worker() != "" })
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestControlPlaneRestart(t *testing.T) {
 		ids = append(ids, cl.create(t, fmt.Sprint("pause ", i)))
 	}
 	for _, id := range ids {
-		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor != nil && r.Executor.Type == "worker" })
+		cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.Executor.Worker() != "" })
 	}
 	if err := cl.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -515,7 +515,7 @@ func TestRunsWaitingForAWorker(t *testing.T) {
 	ids := []string{cl.create(t, "quick"), cl.create(t, "quick"), cl.create(t, "quick")}
 	time.Sleep(500 * time.Millisecond)
 	for _, id := range ids {
-		if r, err := cl.c.GetRun(context.Background(), id); err != nil || r.State != factory.StateQueued || r.Executor.Type == "worker" {
+		if r, err := cl.c.GetRun(context.Background(), id); err != nil || r.State != factory.StateQueued || r.Executor.Worker() != "" {
 			t.Fatalf("run %s without workers: %+v %v", id, r, err)
 		}
 	}
@@ -600,7 +600,7 @@ func TestWorkerReapsItsOrphans(t *testing.T) {
 		t.Fatalf("the agent died with its worker (%v): nothing to reap", err)
 	}
 	r := cl.wait(t, id, 10*time.Second, func(r *client.Run) bool { return r.State.Terminal() })
-	if r.State != factory.StateError || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "worker_lost" {
+	if r.State != factory.StateError || r.StatusMessage == nil || r.StatusMessage.ErrorCode != "resource_unavailable" || r.StatusMessage.Detail != "worker_lost" {
 		t.Fatalf("%s %+v", r.State, r.StatusMessage)
 	}
 	back := start(t, "w1-again", "--data", data, "worker", "--creds", w.cmd.Args[len(w.cmd.Args)-3], "--max-runs", "1")

@@ -1,0 +1,433 @@
+package server
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"factory"
+)
+
+// Scorers, benchmark suites and factory tasks as the newest SDKs call them
+// (docs/agents-api.md, "Scorers, benchmarks and tasks"). Scorers and
+// suites are the factories' files, validated and applied, not executed
+// here: they are listed as the files say, with no score, result or
+// benchmark run; creating one through the API, or launching a suite, is
+// refused. Tasks belong to work items, which this server does not keep
+// yet: their lists are empty.
+
+func (s *Server) measureRoutes(mux *routes) {
+	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns, factory.ScopeRead) }
+	write := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns) }
+	mux.Handle("GET /v1/factory/scorers", read(s.listScorers))
+	mux.Handle("POST /v1/factory/scorers", write(refuse("creating a scorer: scorers are defined by their factory's files (scorers/<name>/scorer.md)")))
+	mux.Handle("GET /v1/factory/scorers/{scorerId}/results", read(s.scorerResults))
+	mux.Handle("GET /v1/factory/scorers/{scorerId}/results/reasons", read(s.scorerReasons))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/suites", read(s.listSuites))
+	mux.Handle("POST /v1/factory/{uid}/benchmarks/suites", write(refuse("creating a suite: suites are defined by their factory's files (benchmarks/<suite>/suite.yaml)")))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/suites/{suiteUid}", read(s.getSuite))
+	mux.Handle("POST /v1/factory/{uid}/benchmarks/suites/{suiteUid}/runs", write(s.launchSuite))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs", read(s.emptyPage("runs")))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}", read(noBenchmarkRun))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}/results", read(noBenchmarkRun))
+	mux.Handle("GET /v1/factory/{uid}/tasks", read(s.emptyPage("tasks")))
+	mux.Handle("POST /v1/factory/{uid}/tasks", write(refuse("creating a task: this server keeps no factory tasks yet (a run's work is the run)")))
+	// GET /v1/factory/{uid}/tasks/{task} and GET /v1/factory/runs/{run}/scores
+	// overlap (/v1/factory/runs/tasks/scores): one pattern serves both.
+	mux.Handle("GET /v1/factory/{a}/{b}/{c}", read(s.factoryThirdLevel))
+	for _, p := range []string{"PATCH /v1/factory/{uid}/tasks/{taskUid}",
+		"DELETE /v1/factory/{uid}/tasks/{taskUid}", "POST /v1/factory/{uid}/tasks/{taskUid}/cancel",
+		"GET /v1/factory/{uid}/task-by-conversation", "GET /v1/factory/{uid}/task-by-run"} {
+		mux.Handle(p, read(noTask))
+	}
+}
+
+// factoryThirdLevel is GET /v1/factory/runs/{run}/scores and GET
+// /v1/factory/{uid}/tasks/{task}.
+func (s *Server) factoryThirdLevel(w http.ResponseWriter, r *http.Request) error {
+	a, b, c := r.PathValue("a"), r.PathValue("b"), r.PathValue("c")
+	switch {
+	case a == "runs" && c == "scores":
+		return s.needRuns(func(w http.ResponseWriter, r *http.Request) error { return s.runScores(w, b) })(w, r)
+	case b == "tasks":
+		return noTask(w, r)
+	}
+	return errorf(CodeNotFound, "no such path: "+r.URL.Path)
+}
+
+// refuse answers 422 operation_not_supported with why.
+func refuse(why string) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		return errorf(CodeOperationNotSupported, why)
+	}
+}
+
+func noTask(w http.ResponseWriter, r *http.Request) error {
+	return errorf(CodeNotFound, "no task: this server keeps no factory tasks yet")
+}
+
+func noBenchmarkRun(w http.ResponseWriter, r *http.Request) error {
+	return errorf(CodeNotFound, fmt.Sprintf("no benchmark run %s: suites are validated here, not run", r.PathValue("runUid")))
+}
+
+// emptyPage answers an empty page of a list this server has nothing for,
+// after checking the factory exists.
+func (s *Server) emptyPage(key string) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := s.factoryByUID(r.PathValue("uid")); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{key: []any{}, "page_info": factory.PageInfo{}})
+		return nil
+	}
+}
+
+// numericID is the integer ID the SDKs give a scorer, derived from its
+// UID (the same at every read; 48 bits, so a JavaScript number holds it).
+func numericID(uid string) int64 {
+	h := factory.DerivedID("", "scorer-id", uid)
+	b, _ := factory.IDEncoding.DecodeString(h)
+	var buf [8]byte
+	copy(buf[2:], b[:6])
+	return int64(binary.BigEndian.Uint64(buf[:]))
+}
+
+// scorerSpec is what scorers/<name>/scorer.md says.
+type scorerSpec struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Agents      []string `json:"agents"`
+	Labels      []struct {
+		Value       string  `json:"value"`
+		Score       float64 `json:"score"`
+		Description string  `json:"description,omitempty"`
+	} `json:"labels"`
+	PassingScore    float64  `json:"passingScore"`
+	SamplingRate    *float64 `json:"samplingRate"`
+	Model           string   `json:"model"`
+	SelfImprovement bool     `json:"selfImprovement"`
+}
+
+// scorerObject is an applied scorer as the SDKs' Scorer.
+func scorerObject(f *factory.Factory, res *factory.Resource, agentUIDs map[string]string) map[string]any {
+	var sp scorerSpec
+	_ = json.Unmarshal(res.Spec, &sp)
+	name := sp.Name
+	if name == "" {
+		name = res.Key
+	}
+	rate := 25.0
+	if sp.SamplingRate != nil {
+		rate = *sp.SamplingRate
+	}
+	agents := []map[string]any{}
+	for _, a := range sp.Agents {
+		agents = append(agents, map[string]any{"name": a, "uid": agentUIDs[a], "include_descendants": false})
+	}
+	scope := "selected_agents"
+	if len(agents) == 0 {
+		scope = "all_agents"
+	}
+	labels := []map[string]any{}
+	for _, l := range sp.Labels {
+		o := map[string]any{"value": l.Value, "score": l.Score}
+		if l.Description != "" {
+			o["description"] = l.Description
+		}
+		labels = append(labels, o)
+	}
+	return map[string]any{"id": numericID(res.UID), "uid": res.UID, "name": name, "description": sp.Description, "factory_uid": f.UID,
+		"model_id": sp.Model, "agents": agents, "scope_mode": scope, "allowed_classifications": labels, "threshold": sp.PassingScore,
+		"sampling_rate": rate, "scorer_kind": "user", "scoring_prompt": res.Body, "self_improvement_enabled": sp.SelfImprovement,
+		"agent_config": map[string]any{}, "result_count": 0, "last_scored_at": nil, "version": 1, "created_at": res.CreatedAt,
+		"updated_at": res.UpdatedAt, "file": res.File,
+		"pass_rate_summary": map[string]any{"pass_count": 0, "fail_count": 0, "recent_outcomes": []string{}, "pass_rate": nil}}
+}
+
+// factoryResources reads the factories (one, by UID, or all) with their
+// applied resources of a kind and their agents' UIDs.
+func (s *Server) eachFactoryResource(factoryUID, kind string, fn func(f *factory.Factory, res *factory.Resource, agents map[string]string)) error {
+	fs, err := s.store.Factories()
+	if err != nil {
+		return err
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].Name < fs[j].Name })
+	for _, f := range fs {
+		if factoryUID != "" && f.UID != factoryUID {
+			continue
+		}
+		all, err := s.store.Resources(f.Name, "")
+		if err != nil {
+			return err
+		}
+		agents := map[string]string{}
+		for _, r := range all {
+			if r.Kind == factory.ResourceAgent {
+				agents[r.Key] = r.UID
+			}
+		}
+		for _, r := range all {
+			if r.Kind == kind {
+				fn(f, r, agents)
+			}
+		}
+	}
+	return nil
+}
+
+// listScorers is GET /v1/factory/scorers?factory_uid=.
+func (s *Server) listScorers(w http.ResponseWriter, r *http.Request) error {
+	out := []map[string]any{}
+	err := s.eachFactoryResource(r.URL.Query().Get("factory_uid"), factory.ResourceScorer, func(f *factory.Factory, res *factory.Resource, agents map[string]string) {
+		out = append(out, scorerObject(f, res, agents))
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"scorers": out})
+	return nil
+}
+
+// scorerByID checks that a scorer of that numeric ID (or UID) exists.
+func (s *Server) scorerByID(id string) error {
+	found := false
+	err := s.eachFactoryResource("", factory.ResourceScorer, func(_ *factory.Factory, res *factory.Resource, _ map[string]string) {
+		found = found || res.UID == id || fmt.Sprint(numericID(res.UID)) == id
+	})
+	if err == nil && !found {
+		err = errorf(CodeNotFound, "no scorer "+id)
+	}
+	return err
+}
+
+// scorerResults is GET .../scorers/{id}/results: no scores yet.
+func (s *Server) scorerResults(w http.ResponseWriter, r *http.Request) error {
+	if err := s.scorerByID(r.PathValue("scorerId")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": []any{}, "page_info": factory.PageInfo{}})
+	return nil
+}
+
+// scorerReasons is GET .../scorers/{id}/results/reasons?run_id=...: the
+// judge recorded no reason for any run (status absent).
+func (s *Server) scorerReasons(w http.ResponseWriter, r *http.Request) error {
+	if err := s.scorerByID(r.PathValue("scorerId")); err != nil {
+		return err
+	}
+	ids := r.URL.Query()["run_id"]
+	if len(ids) == 0 || len(ids) > 100 {
+		return errorf(CodeInvalidRequest, "run_id: give 1 to 100, one parameter each")
+	}
+	out := []map[string]any{}
+	for _, id := range ids {
+		out = append(out, map[string]any{"run_id": id, "status": "absent"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reasons": out})
+	return nil
+}
+
+// suiteSpec is what benchmarks/<suite>/suite.yaml says.
+type suiteSpec struct {
+	Name           string           `json:"name"`
+	Description    string           `json:"description"`
+	Agent          string           `json:"agent"`
+	Configurations []map[string]any `json:"configurations"`
+	Tasks          []string         `json:"tasks"`
+}
+
+// suiteObject is an applied suite as the SDKs' suite (with its tasks when
+// full).
+func (s *Server) suiteObject(f *factory.Factory, res *factory.Resource, agents map[string]string, full bool) map[string]any {
+	var sp suiteSpec
+	_ = json.Unmarshal(res.Spec, &sp)
+	name := sp.Name
+	if name == "" {
+		name = res.Key
+	}
+	agentType := factory.AgentCustom
+	if a, err := s.store.Resource(f.Name, factory.ResourceAgent, sp.Agent); err == nil {
+		var as factory.AgentSpec
+		_ = json.Unmarshal(a.Spec, &as)
+		if as.AgentType != "" {
+			agentType = strings.Replace(as.AgentType, factory.AgentMain, factory.AgentForeman, 1)
+		}
+	}
+	o := map[string]any{"uid": res.UID, "name": name, "factory_uid": f.UID, "agent_uid": agents[sp.Agent], "factory_agent_type": agentType,
+		"created_at": res.CreatedAt, "updated_at": res.UpdatedAt, "file": res.File}
+	if sp.Description != "" {
+		o["description"] = sp.Description
+	}
+	if len(sp.Configurations) > 0 {
+		o["configurations"] = configurationObjects(sp.Configurations, agents)
+	}
+	if full {
+		o["spawnable_descendant_agent_uids"] = []string{}
+		o["tasks"] = taskObjects(res, sp.Tasks)
+	}
+	return o
+}
+
+// configurationObjects are a suite's configurations as the SDKs'
+// (role, display_name, agent_configs; the older form's model or harness).
+func configurationObjects(confs []map[string]any, agents map[string]string) []map[string]any {
+	out := []map[string]any{}
+	for _, c := range confs {
+		role, _ := c["role"].(string)
+		if b, _ := c["baseline"].(bool); b {
+			role = "baseline"
+		}
+		if role == "" {
+			role = "candidate"
+		}
+		o := map[string]any{"role": role, "display_name": c["name"]}
+		model, harness, auth := modelHarness(c)
+		for k, v := range map[string]string{"model": model, "harness": harness, "harness_auth_secret_name": auth} {
+			if v != "" {
+				o[k] = v
+			}
+		}
+		var acs []map[string]any
+		list, _ := c["agents"].([]any)
+		for _, a := range list {
+			am, _ := a.(map[string]any)
+			name, _ := am["agent"].(string)
+			model, harness, auth := modelHarness(am)
+			ac := map[string]any{"agent_uid": agents[name], "agent_name": name, "model": model, "harness": harness}
+			if auth != "" {
+				ac["harness_auth_secret_name"] = auth
+			}
+			acs = append(acs, ac)
+		}
+		if acs != nil {
+			o["agent_configs"] = acs
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// modelHarness reads model or harness of a configuration or its agent:
+// model alone is the oz harness.
+func modelHarness(m map[string]any) (model, harness, auth string) {
+	if v, ok := m["model"].(string); ok {
+		return v, factory.HarnessOz, ""
+	}
+	h, _ := m["harness"].(map[string]any)
+	model, _ = h["model"].(string)
+	harness, _ = h["type"].(string)
+	if harness == "claude-code" {
+		harness = factory.HarnessClaude
+	}
+	if a, ok := h["auth"].(map[string]any); ok {
+		auth, _ = a["secretName"].(string)
+	}
+	return model, harness, auth
+}
+
+// taskObjects are a suite's tasks as the SDKs', in the suite's order.
+func taskObjects(res *factory.Resource, names []string) []map[string]any {
+	out := []map[string]any{}
+	for _, n := range names {
+		var t struct {
+			Title            string   `json:"title"`
+			Prompt           string   `json:"prompt"`
+			SuccessCriteria  any      `json:"successCriteria"`
+			SourceRunID      string   `json:"sourceRunId"`
+			StartingRepoRefs []string `json:"startingRepoRefs"`
+		}
+		_ = json.Unmarshal(res.Files[n], &t)
+		criteria, _ := t.SuccessCriteria.(string)
+		if list, ok := t.SuccessCriteria.([]any); ok {
+			for _, c := range list {
+				criteria += fmt.Sprintf("- %v\n", c)
+			}
+		}
+		uid := factory.DerivedID("bt_", res.UID, n)
+		o := map[string]any{"id": numericID(uid), "uid": uid, "name": n, "title": t.Title, "prompt": t.Prompt, "success_criteria": criteria}
+		if t.SourceRunID != "" {
+			o["source_run_id"] = t.SourceRunID
+		}
+		refs := []map[string]any{}
+		for _, ref := range t.StartingRepoRefs {
+			host, rest, _ := strings.Cut(ref, ":")
+			repo, sha, _ := strings.Cut(rest, "@")
+			owner, name, _ := strings.Cut(repo, "/")
+			forge := factory.ForgeGitHub
+			if host == "gitlab.com" {
+				forge = factory.ForgeGitLab
+			}
+			refs = append(refs, map[string]any{"code_forge": forge, "owner": owner, "repo": name, "ref": sha})
+		}
+		if len(refs) > 0 {
+			o["starting_repo_refs"] = refs
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// listSuites is GET /v1/factory/{uid}/benchmarks/suites.
+func (s *Server) listSuites(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	err = s.eachFactoryResource(f.UID, factory.ResourceSuite, func(f *factory.Factory, res *factory.Resource, agents map[string]string) {
+		out = append(out, s.suiteObject(f, res, agents, false))
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"suites": out, "page_info": factory.PageInfo{}})
+	return nil
+}
+
+// suiteOf finds a factory's suite by its UID.
+func (s *Server) suiteOf(r *http.Request) (map[string]any, error) {
+	f, err := s.factoryByUID(r.PathValue("uid"))
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	err = s.eachFactoryResource(f.UID, factory.ResourceSuite, func(f *factory.Factory, res *factory.Resource, agents map[string]string) {
+		if res.UID == r.PathValue("suiteUid") {
+			out = s.suiteObject(f, res, agents, true)
+		}
+	})
+	if err == nil && out == nil {
+		err = errorf(CodeNotFound, fmt.Sprintf("factory %s has no suite %s", f.Name, r.PathValue("suiteUid")))
+	}
+	return out, err
+}
+
+func (s *Server) getSuite(w http.ResponseWriter, r *http.Request) error {
+	o, err := s.suiteOf(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, o)
+	return nil
+}
+
+// launchSuite is POST .../suites/{suite}/runs: checked as the SDKs send
+// it, then refused: benchmarks are not run here.
+func (s *Server) launchSuite(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		RepetitionCount *int `json:"repetition_count"`
+	}
+	if _, err := readJSON(r, 1<<20, &q); err != nil {
+		return err
+	}
+	if _, err := s.suiteOf(r); err != nil {
+		return err
+	}
+	if q.RepetitionCount == nil || *q.RepetitionCount < 1 {
+		return errorf(CodeInvalidRequest, "repetition_count: required, at least 1")
+	}
+	return errorf(CodeOperationNotSupported, "launching a benchmark run: suites are validated and applied here, not run")
+}

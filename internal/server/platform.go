@@ -1,0 +1,189 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"factory"
+	"factory/internal/store"
+)
+
+// The rest of the platform API's calls (docs/agents-api.md): the models
+// the configured harnesses offer, the ranges outbound traffic comes from,
+// and what a run used, left behind and was scored.
+
+func (s *Server) platformRoutes(mux *routes) {
+	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns, factory.ScopeRead) }
+	readRuns := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns, factory.ScopeRead) }
+	mux.Handle("GET /v1/agent/models", read(s.listModels))
+	mux.Handle("GET /v1/networking/egress-ranges", read(s.egressRanges))
+	mux.Handle("GET /v1/agent/runs/{runId}/harness-usage", readRuns(s.harnessUsage))
+	mux.Handle("GET /v1/agent/runs/{runId}/handoff/attachments", readRuns(s.handoffAttachments))
+}
+
+// harnessTypes are the harnesses an environment can be mapped to.
+var harnessTypes = []string{factory.HarnessOz, factory.HarnessClaude, factory.HarnessCodex, factory.HarnessGemini}
+
+// providerOfHarness is the provider of a model named for a harness.
+var providerOfHarness = map[string]string{factory.HarnessOz: "UNKNOWN", factory.HarnessClaude: "ANTHROPIC",
+	factory.HarnessCodex: "OPENAI", factory.HarnessGemini: "GOOGLE"}
+
+// autoModel is the product's model ID for "the harness's own choice".
+const autoModel = "auto"
+
+// listModels is GET /v1/agent/models: the models the environments that
+// run harnesses offer (environments.<name>.models), then the models the
+// applied factories name that those do not list; the default is
+// runtime.defaultModel, else the default environment's first, else auto.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
+	models := []map[string]any{}
+	seen := map[string]bool{}
+	add := func(m Model, harness string) {
+		if seen[m.ID] {
+			return
+		}
+		seen[m.ID] = true
+		o := map[string]any{"id": m.ID, "display_name": m.Name, "provider": m.Provider, "vision_supported": m.Vision}
+		if m.Name == "" {
+			o["display_name"] = m.ID
+		}
+		if m.Provider == "" {
+			o["provider"] = providerOfHarness[harness]
+		}
+		if m.Description != "" {
+			o["description"] = m.Description
+		}
+		if m.ReasoningLevel != "" {
+			o["reasoning_level"] = m.ReasoningLevel
+		}
+		if harness != "" {
+			o["harness"] = harness
+		}
+		models = append(models, o)
+	}
+	def := s.cfg.DefaultModel
+	if s.cfg.Runs != nil {
+		if envModels := s.cfg.Models[s.cfg.Runs.DefaultEnvironment()]; def == "" && len(envModels) > 0 {
+			def = envModels[0].ID
+		}
+		for _, h := range harnessTypes {
+			if env, ok := s.cfg.Runs.HarnessEnvironment(h); ok {
+				for _, m := range s.cfg.Models[env] {
+					add(m, h)
+				}
+			}
+		}
+	}
+	named, err := s.namedModels()
+	if err != nil {
+		return err
+	}
+	for _, nm := range named {
+		add(Model{ID: nm[0], Description: "named by the factories' definitions"}, nm[1])
+	}
+	if def == "" {
+		def = autoModel
+	}
+	if !seen[def] {
+		add(Model{ID: def, Description: "the harness's own choice of model"}, factory.HarnessOz)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"default_model_id": def, "models": models})
+	return nil
+}
+
+// namedModels are the models (with their harness) that the applied
+// factories' agent defaults and agents name, sorted.
+func (s *Server) namedModels() ([][2]string, error) {
+	agents, err := s.factoryAgents()
+	if err != nil {
+		return nil, err
+	}
+	set := map[[2]string]bool{}
+	for _, a := range agents {
+		if h := a.exec.EffectiveHarness(); h != nil && h.Model != "" {
+			set[[2]string{h.Model, h.Type}] = true
+		}
+	}
+	out := make([][2]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] || out[i][0] == out[j][0] && out[i][1] < out[j][1] })
+	return out, nil
+}
+
+// egressRanges is GET /v1/networking/egress-ranges: the ranges this
+// server's outbound traffic comes from, as its config lists them
+// (networking.egressRanges); empty when it lists none.
+func (s *Server) egressRanges(w http.ResponseWriter, r *http.Request) error {
+	cidrs := s.cfg.EgressRanges
+	if cidrs == nil {
+		cidrs = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cidrs": cidrs})
+	return nil
+}
+
+// harnessUsage is GET /v1/agent/runs/{id}/harness-usage: this server keeps
+// no raw usage snapshot of a harness (what a run consumed, when its
+// harness reports it, is the run's request_usage), so the answer says
+// none is available, as the platform does for a run without one.
+func (s *Server) harnessUsage(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available": false, "run_id": run.ID, "conversation_id": run.Conversation(),
+		"age_seconds": nil})
+	return nil
+}
+
+// handoffAttachments is GET /v1/agent/runs/{id}/handoff/attachments: the
+// files the run's ended turns left (its FILE and SCREENSHOT artifacts),
+// each with a download URL; attachment_id is the artifact's UID, which a
+// follow-up's attachments take. Empty before a turn has ended.
+func (s *Server) handoffAttachments(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runOf(r)
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, a := range run.Artifacts {
+		if !a.HasBytes() || a.Type != factory.ArtifactFile && a.Type != factory.ArtifactScreenshot {
+			continue
+		}
+		u, _, err := s.artifactDownloadURL(r, a.Data.UID)
+		if err != nil {
+			return err
+		}
+		name := a.Data.Filename
+		if name == "" {
+			name = a.Data.UID
+		}
+		o := map[string]any{"attachment_id": a.Data.UID, "download_url": u, "filename": name}
+		if a.Data.MimeType != "" {
+			o["mime_type"] = a.Data.MimeType
+		}
+		out = append(out, o)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"attachments": out})
+	return nil
+}
+
+// runScores is GET /v1/factory/runs/{id}/scores: the scorers' scores of
+// the run. Scorers are validated and applied here, not executed, so no run
+// has a score yet: the list is empty.
+func (s *Server) runScores(w http.ResponseWriter, id string) error {
+	run, err := s.store.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": run.ID, "scores": []json.RawMessage{}})
+	return nil
+}
