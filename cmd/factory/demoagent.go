@@ -58,6 +58,7 @@ func (a *app) demoAgentCmd() *cobra.Command {
 			if followUp != "" {
 				say("continuing with a follow-up: %s", firstLine(followUp))
 			}
+			runMCPScript(cmd.Context(), string(prompt), followUp, func(format string, v ...any) bool { say(format, v...); return true })
 			var b strings.Builder
 			fmt.Fprintf(&b, "# Summary (demo agent: no AI was used)\n\n")
 			fmt.Fprintf(&b, "Run: %s\n\n## Prompt\n\n%s\n\n## Attachments\n\n", os.Getenv("FACTORY_RUN_ID"), firstLine(string(prompt)))

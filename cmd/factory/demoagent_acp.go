@@ -74,6 +74,10 @@ func (a *demoACPAgent) Cancel(_ context.Context, p acp.CancelNotification) error
 	return nil
 }
 
+// followUpMarker starts a follow-up in the prompt of a turn that
+// continues a run (runtime's ACP executor).
+const followUpMarker = "Follow-up from the user:\n"
+
 // promptText is the text of a prompt's blocks, in order.
 func promptText(blocks []acp.ContentBlock) *strings.Builder {
 	var text strings.Builder
@@ -111,6 +115,8 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	if len(mcp) > 0 && !say("was offered MCP servers: %s", strings.Join(mcp, ", ")) {
 		return stop, nil
 	}
+	prompt, followUp, _ := strings.Cut(text.String(), followUpMarker)
+	runMCPScript(ctx, prompt, strings.TrimSpace(followUp), say)
 	var files []string
 	entries, _ := os.ReadDir(filepath.Join(cwd, "attachments"))
 	for _, e := range entries {
@@ -141,8 +147,8 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	for _, f := range files {
 		fmt.Fprintf(&b, "- %s\n", f)
 	}
-	if i := strings.Index(text.String(), "Follow-up from the user:\n"); i >= 0 {
-		fmt.Fprintf(&b, "\n## Follow-up\n\n%s\n", strings.TrimSpace(text.String()[i+len("Follow-up from the user:\n"):]))
+	if followUp != "" {
+		fmt.Fprintf(&b, "\n## Follow-up\n\n%s\n", strings.TrimSpace(followUp))
 	}
 	if _, err := a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: p.SessionId, Path: summary, Content: b.String()}); err != nil {
 		say("could not write SUMMARY.md: %v", err)

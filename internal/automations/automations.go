@@ -447,38 +447,56 @@ func (e *Evaluator) resourcesOf(factoryName string) (Resources, error) {
 func (e *Evaluator) automations(webhookUID string) (*factory.Webhook, []*compiledAutomation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if gen := e.Store.StateWrites(); gen != e.gen || e.hooks == nil {
-		hooks, err := e.Store.AllWebhooks()
-		if err != nil {
-			return nil, nil, err
-		}
-		e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
-		e.resources = map[string]Resources{}
-		for _, h := range hooks {
-			if h.Active() {
-				e.hooks[h.UID] = h
-			}
-		}
+	if err := e.refresh(); err != nil {
+		return nil, nil, err
 	}
 	hook := e.hooks[webhookUID]
 	if hook == nil {
 		return nil, nil, nil
 	}
-	if list, ok := e.compiled[hook.Factory]; ok {
-		return hook, list, nil
+	list, err := e.compiledOf(hook.Factory)
+	return hook, list, err
+}
+
+// refresh forgets what the evaluator remembers of the state once the state
+// changed (an applied revision, a suspension); e.mu is held.
+func (e *Evaluator) refresh() error {
+	gen := e.Store.StateWrites()
+	if gen == e.gen && e.hooks != nil {
+		return nil
 	}
-	recs, err := e.Store.Automations(hook.Factory)
+	hooks, err := e.Store.AllWebhooks()
 	if err != nil {
-		return nil, nil, err
+		return err
+	}
+	e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
+	e.resources = map[string]Resources{}
+	for _, h := range hooks {
+		if h.Active() {
+			e.hooks[h.UID] = h
+		}
+	}
+	return nil
+}
+
+// compiledOf is a factory's automations with their filters compiled, from
+// memory while the state is unchanged; e.mu is held.
+func (e *Evaluator) compiledOf(factoryName string) ([]*compiledAutomation, error) {
+	if list, ok := e.compiled[factoryName]; ok {
+		return list, nil
+	}
+	recs, err := e.Store.Automations(factoryName)
+	if err != nil {
+		return nil, err
 	}
 	list := make([]*compiledAutomation, 0, len(recs))
 	for _, r := range recs {
 		set, err := trigger.Compile(r.Spec.Triggers)
 		if err != nil {
-			return nil, nil, fmt.Errorf("automation %s: %w", r.Key, err)
+			return nil, fmt.Errorf("automation %s: %w", r.Key, err)
 		}
 		list = append(list, &compiledAutomation{rec: r, triggers: set})
 	}
-	e.compiled[hook.Factory] = list
-	return hook, list, nil
+	e.compiled[factoryName] = list
+	return list, nil
 }

@@ -235,6 +235,10 @@ type contractWorld struct {
 	fileUID, planUID, screenshotUID  string
 	schedule, reviewerUID, runnerUID string
 	scorerID, suiteUID               string
+	// task is bound to the conversation of a run of the factory
+	// (taskRun); unbound is another such conversation, for the create.
+	task, taskRun, taskConversation  string
+	unbound                          string
 	ci                               hook
 	checks                           map[string]func(*testing.T, any)
 }
@@ -259,6 +263,14 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 	w.slow = createRun(t, h, map[string]any{"prompt": "wait", "config": map[string]any{"environment_id": "slow"}})
 	waitState(t, h, w.slow, "INPROGRESS")
 	w.discover(t, h, f)
+	w.taskRun, w.taskConversation = factoryRun(t, h, f.UID)
+	_, w.unbound = factoryRun(t, h, f.UID)
+	status, tb := call(t, h, "POST", "/v1/factory/"+f.UID+"/tasks", map[string]any{"conversation_id": w.taskConversation, "title": "Bound"})
+	var task map[string]any
+	if json.Unmarshal(tb, &task); status != 200 || task["uid"] == nil {
+		t.Fatalf("a task: %d %s", status, tb)
+	}
+	w.task = task["uid"].(string)
 	status, b := call(t, h, "POST", "/v1/agent/schedules", map[string]any{"name": "daily", "cron_schedule": "0 9 * * *", "prompt": "daily"})
 	var sch map[string]any
 	json.Unmarshal(b, &sch)
@@ -268,6 +280,25 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 	w.schedule = sch["id"].(string)
 	w.addChecks()
 	return w
+}
+
+// factoryRun dispatches a run of the factory and waits for its end: its
+// ID and its conversation.
+func factoryRun(t *testing.T, h *harness, uid string) (id, conversation string) {
+	t.Helper()
+	status, b := call(t, h, "POST", "/v1/factory/"+uid+"/runs", map[string]any{"prompt": "produce"})
+	var out map[string]any
+	if json.Unmarshal(b, &out); status != 200 || out["run_id"] == nil {
+		t.Fatalf("dispatch: %d %s", status, b)
+	}
+	id = out["run_id"].(string)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r, err := h.store.Run(id); err == nil && r.State.Terminal() {
+			return id, r.Conversation()
+		}
+	}
+	t.Fatalf("run %s did not end", id)
+	return "", ""
 }
 
 // discover finds the UIDs the calls name: the reviewer, the runner, the
@@ -502,7 +533,7 @@ func (w *contractWorld) factoryCalls() []contract {
 func (w *contractWorld) measureCalls() []contract {
 	f := "/v1/factory/" + w.factory.UID
 	sc := "/v1/factory/scorers/" + w.scorerID
-	task := f + "/tasks/" + factory.NewUUID()
+	task := f + "/tasks/" + w.task
 	return []contract{
 		{name: "scorers list", method: "GET", path: "/v1/factory/scorers?factory_uid=" + w.factory.UID + "&include_managed=false", status: 200, typ: "ScorerListResponse"},
 		{name: "scorers create", method: "POST", path: "/v1/factory/scorers", status: 422, typ: "Error", body: map[string]any{"name": "s", "model_id": "m"}},
@@ -516,14 +547,22 @@ func (w *contractWorld) measureCalls() []contract {
 		{name: "benchmark runs list", method: "GET", path: f + "/benchmarks/runs", status: 200, typ: "BenchmarkRunPage"},
 		{name: "benchmark runs get", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID(), status: 404, typ: "Error"},
 		{name: "benchmark runs get results", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID() + "/results", status: 404, typ: "Error"},
-		{name: "tasks create", method: "POST", path: f + "/tasks", status: 422, typ: "Error", body: map[string]any{"title": "t", "prompt": "p"}},
-		{name: "tasks update", method: "PATCH", path: task, status: 404, typ: "Error", body: map[string]any{"stage": "REVIEW"}},
-		{name: "tasks list", method: "GET", path: f + "/tasks?stage=TRIAGE", status: 200, typ: "TaskPage"},
-		{name: "tasks delete", method: "DELETE", path: task, status: 404, typ: "Error"},
-		{name: "tasks cancel", method: "POST", path: task + "/cancel", status: 404, typ: "Error"},
-		{name: "tasks get", method: "GET", path: task, status: 404, typ: "Error"},
-		{name: "tasks get by conversation", method: "GET", path: f + "/task-by-conversation?conversation_id=" + w.conversation, status: 404, typ: "Error"},
-		{name: "tasks get by run", method: "GET", path: f + "/task-by-run?run_id=" + w.done, status: 404, typ: "Error"},
+		{name: "tasks list", method: "GET", path: f + "/tasks?stage=TRIAGE&full_list=true&include_current_run=true", status: 200, typ: "TaskPage"},
+		{name: "tasks create", method: "POST", path: f + "/tasks", status: 200, typ: "Task", body: map[string]any{"conversation_id": w.unbound, "title": "t", "stage": "SPEC"}},
+		{name: "tasks create: bound already", method: "POST", path: f + "/tasks", status: 409, typ: "Error", body: map[string]any{"conversation_id": w.unbound, "title": "t"}},
+		{name: "tasks get", method: "GET", path: task, status: 200, typ: "Task"},
+		{name: "tasks update", method: "PATCH", path: task, status: 200, typ: "Task", body: map[string]any{"stage": "REVIEW", "description": "d"}},
+		{name: "tasks get by conversation", method: "GET", path: f + "/task-by-conversation?conversation_id=" + w.taskConversation, status: 200, typ: "Task"},
+		{name: "tasks get by run", method: "GET", path: f + "/task-by-run?run_id=" + w.taskRun, status: 200, typ: "Task"},
+		{name: "tasks get by run: none", method: "GET", path: f + "/task-by-run?run_id=" + w.done, status: 404, typ: "Error"},
+		{name: "tasks cancel", method: "POST", path: task + "/cancel", status: 200, typ: "Task"},
+		{name: "tasks delete", method: "DELETE", path: task, status: 204},
+		{name: "tasks get: deleted", method: "GET", path: task, status: 404, typ: "Error"},
+		{name: "inbox list", method: "GET", path: "/v1/factory-inbox", status: 200, typ: "InboxList"},
+		{name: "inbox mark read", method: "POST", path: "/v1/factory-inbox/notifications/read", status: 200, typ: "InboxMarkReadResponse",
+			body: map[string]any{"notification_uids": []string{"ntf_nope"}}},
+		{name: "inbox mark unread", method: "POST", path: "/v1/factory-inbox/notifications/unread", status: 200, typ: "InboxMarkReadResponse",
+			body: map[string]any{"notification_uids": []string{"ntf_nope"}}},
 	}
 }
 

@@ -16,8 +16,7 @@ import (
 // suites are the factories' files, validated and applied, not executed
 // here: they are listed as the files say, with no score, result or
 // benchmark run; creating one through the API, or launching a suite, is
-// refused. Tasks belong to work items, which this server does not keep
-// yet: their lists are empty.
+// refused. Tasks are the foreman's (tasks.go).
 
 func (s *Server) measureRoutes(mux *routes) {
 	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns, factory.ScopeRead) }
@@ -33,16 +32,9 @@ func (s *Server) measureRoutes(mux *routes) {
 	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs", read(s.emptyPage("runs")))
 	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}", read(noBenchmarkRun))
 	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}/results", read(noBenchmarkRun))
-	mux.Handle("GET /v1/factory/{uid}/tasks", read(s.emptyPage("tasks")))
-	mux.Handle("POST /v1/factory/{uid}/tasks", write(refuse("creating a task: this server keeps no factory tasks yet (a run's work is the run)")))
 	// GET /v1/factory/{uid}/tasks/{task} and GET /v1/factory/runs/{run}/scores
 	// overlap (/v1/factory/runs/tasks/scores): one pattern serves both.
 	mux.Handle("GET /v1/factory/{a}/{b}/{c}", read(s.factoryThirdLevel))
-	for _, p := range []string{"PATCH /v1/factory/{uid}/tasks/{taskUid}",
-		"DELETE /v1/factory/{uid}/tasks/{taskUid}", "POST /v1/factory/{uid}/tasks/{taskUid}/cancel",
-		"GET /v1/factory/{uid}/task-by-conversation", "GET /v1/factory/{uid}/task-by-run"} {
-		mux.Handle(p, read(noTask))
-	}
 }
 
 // factoryThirdLevel is GET /v1/factory/runs/{run}/scores and GET
@@ -53,7 +45,7 @@ func (s *Server) factoryThirdLevel(w http.ResponseWriter, r *http.Request) error
 	case a == "runs" && c == "scores":
 		return s.needRuns(func(w http.ResponseWriter, r *http.Request) error { return s.runScores(w, b) })(w, r)
 	case b == "tasks":
-		return noTask(w, r)
+		return s.needForeman(s.getTask)(w, r)
 	}
 	return errorf(CodeNotFound, "no such path: "+r.URL.Path)
 }
@@ -63,10 +55,6 @@ func refuse(why string) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(CodeOperationNotSupported, why)
 	}
-}
-
-func noTask(w http.ResponseWriter, r *http.Request) error {
-	return errorf(CodeNotFound, "no task: this server keeps no factory tasks yet")
 }
 
 func noBenchmarkRun(w http.ResponseWriter, r *http.Request) error {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"factory/internal/foreman"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"factory"
@@ -123,6 +125,13 @@ type Server struct {
 	teamOnce sync.Once
 	teamUIDV string
 	teamErr  error
+
+	// foreman keeps tasks and the inbox, and mcp is the Factory MCP
+	// server: both nil without a run manager. listenURL is the address
+	// served on, once Run has it.
+	foreman   *foreman.Foreman
+	mcp       http.Handler
+	listenURL atomic.Value
 }
 
 // runner keeps one factory reconciled.
@@ -165,6 +174,11 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
 	}
 	s.svc.Accepted = accepted
+	if cfg.Runs != nil {
+		if err := s.startForeman(); err != nil {
+			log.Error("starting the foreman: tasks, the inbox and the Factory MCP server are off", "err", err)
+		}
+	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
 		RejectedPerMinute: cfg.IngressRejectedPerMinute})
@@ -194,6 +208,7 @@ type Info struct {
 // it stops the runners and shuts the listener down gracefully.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	in := Info{URL: "http://" + ln.Addr().String(), PID: os.Getpid()}
+	s.listenURL.Store(in.URL)
 	if s.cfg.Workers != nil {
 		in.NATS = s.cfg.Workers.URL
 	}
@@ -500,6 +515,8 @@ func (s *Server) Handler() http.Handler {
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)
 	s.measureRoutes(mux)
+	s.taskRoutes(mux)
+	s.mcpRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))

@@ -92,7 +92,7 @@ var providers = map[string]provider{
 			"mentioned":       {"work_item_mentioned", "pull_request_mentioned"},
 		},
 	},
-	factory.ProviderFactory: {events: []string{"work_item_stage_changed"}},
+	factory.ProviderFactory: {events: []string{"work_item_stage_changed"}, keys: map[string][]string{"stages": nil, "from_stages": nil}},
 }
 
 var (
