@@ -45,12 +45,18 @@ type Caller struct {
 	Run *factory.Run
 }
 
-// may reports whether the caller may use a tool that needs scope.
+// may reports whether the caller may use a tool that needs scope: a read
+// tool takes a read or a runs key, as the API's reads do.
 func (c *Caller) may(scope string) bool {
-	if c.Run != nil {
+	switch {
+	case c.Run != nil:
 		return true // a run acts within its factory and task
+	case c.Key == nil:
+		return false
+	case scope == factory.ScopeRead:
+		return c.Key.Allows(factory.ScopeRead, factory.ScopeRuns)
 	}
-	return c.Key != nil && c.Key.Allows(scope)
+	return c.Key.Allows(scope)
 }
 
 // Handler serves the MCP server: streamable HTTP, every request

@@ -37,14 +37,21 @@ func codeHostServer(t *testing.T, f *githubtest.Fake) (*harness, string, string)
 // codeHostServerWith is codeHostServer with more of factory.yaml.
 func codeHostServerWith(t *testing.T, f *githubtest.Fake, settings string) (*harness, string, string) {
 	t.Helper()
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	return codeHostServerTree(t, f, map[string]string{
 		"factory.yaml":         "schemaVersion: v1alpha1\nname: Widgets\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n" + settings,
 		"agents/lead/agent.md": "---\nagentType: FOREMAN\n---\nYou lead.\n",
 		"webhooks/github.yaml": "authMode: signature\nsignatureScheme: github\nsecretName: gh\n",
 		"automations/fix/automation.md": "---\ntriggers:\n  - provider: github\n    event: issue_created\n  - provider: github\n    event: issue_mentioned\n" +
 			"---\nFix the issue and open a pull request.\n",
 	})
+}
+
+// codeHostServerTree is codeHostServer with a tree of the caller's (its
+// GitHub webhook named github, its secret gh).
+func codeHostServerTree(t *testing.T, f *githubtest.Fake, tree map[string]string) (*harness, string, string) {
+	t.Helper()
+	root := t.TempDir()
+	writeTree(t, root, tree)
 	app, err := github.New(f.AppID, f.PrivateKey, f.URL)
 	if err != nil {
 		t.Fatal(err)
