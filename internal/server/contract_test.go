@@ -237,10 +237,10 @@ type contractWorld struct {
 	scorerID, suiteUID               string
 	// task is bound to the conversation of a run of the factory
 	// (taskRun); unbound is another such conversation, for the create.
-	task, taskRun, taskConversation  string
-	unbound                          string
-	ci                               hook
-	checks                           map[string]func(*testing.T, any)
+	task, taskRun, taskConversation string
+	unbound                         string
+	ci                              hook
+	checks                          map[string]func(*testing.T, any)
 }
 
 func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contractWorld {
