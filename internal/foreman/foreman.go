@@ -46,6 +46,9 @@ type Foreman struct {
 	// waiting are dispatches waiting for their child's end, by child run.
 	wmu     sync.Mutex
 	waiting map[string][]chan *factory.Run
+	// ending counts the goroutines doing what runs' ends ask for: Settle
+	// waits for them, so that none outlives the store.
+	ending sync.WaitGroup
 }
 
 // New returns a foreman and has it observe the run manager's runs, and
@@ -143,9 +146,17 @@ func (f *Foreman) runChanged(r *factory.Run) {
 		return
 	}
 	if r.State.Terminal() || r.Asking == nil {
-		go f.ended(r) // off the manager's path: it may write, and send follow-ups
+		f.ending.Add(1)
+		go func() { // off the manager's path: it may write, and send follow-ups
+			defer f.ending.Done()
+			f.ended(r)
+		}()
 	}
 }
+
+// Settle waits until what the runs' ends asked for is done. A server calls
+// it once its run manager has stopped, before it closes the store.
+func (f *Foreman) Settle() { f.ending.Wait() }
 
 // ended does what a run's end asks for (runChanged).
 func (f *Foreman) ended(r *factory.Run) {
