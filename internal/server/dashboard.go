@@ -58,6 +58,24 @@ type session struct {
 	Scope   string
 	CSRF    string
 	Expires time.Time
+	// Reader is who reads the inbox (the key's prefix, as the API's read
+	// marks name it); unread counts its unread open items, once a page.
+	Reader string
+	unread func() int
+	count  *int
+}
+
+// Unread is the number of open inbox items the session's key has not
+// marked read: the navigation's count, counted when a page asks.
+func (s *session) Unread() int {
+	if s.count == nil {
+		n := 0
+		if s.unread != nil {
+			n = s.unread()
+		}
+		s.count = &n
+	}
+	return *s.count
 }
 
 // sessions are the dashboard's, in memory: a restart signs everyone out.
@@ -219,7 +237,8 @@ func (s *Server) sessionKey(r *http.Request) (*session, *factory.APIKey) {
 		return nil, nil
 	}
 	cp := *sess
-	cp.Scope = key.Scope
+	cp.Scope, cp.Reader = key.Scope, key.Prefix
+	cp.unread = func() int { return s.unreadCount(cp.Reader) }
 	return &cp, key
 }
 
@@ -273,6 +292,19 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	for _, action := range []string{"cancel", "interrupt", "followup"} {
 		mux.Handle("POST /ui/runs/{runId}/"+action, s.page(s.runAction))
 	}
+	mux.Handle("GET /ui/tasks", s.page(s.tasksPage))
+	mux.Handle("GET /ui/tasks/board", s.page(s.tasksBoard))
+	mux.Handle("GET /ui/factories/{uid}/tasks/{taskUid}", s.page(s.taskPage))
+	mux.Handle("GET /ui/factories/{uid}/tasks/{taskUid}/live", s.page(s.taskLive))
+	for _, action := range []string{"stage", "cancel"} {
+		mux.Handle("POST /ui/factories/{uid}/tasks/{taskUid}/"+action, s.page(s.taskAction))
+	}
+	mux.Handle("GET /ui/inbox", s.page(s.inboxPage))
+	mux.Handle("GET /ui/inbox/items", s.page(s.inboxList))
+	mux.Handle("POST /ui/inbox/read", s.page(s.markAllRead))
+	mux.Handle("POST /ui/inbox/items/{id}/answer", s.page(s.answerItem))
+	mux.Handle("POST /ui/inbox/items/{id}/read", s.page(s.markItem(true)))
+	mux.Handle("POST /ui/inbox/items/{id}/unread", s.page(s.markItem(false)))
 }
 
 // page is what the sign-in and error pages get; the others get a map with

@@ -90,16 +90,20 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) 
 	return nil
 }
 
-// runLive is the run's live part: its state, times, artifacts, timeline
-// and conversation.
+// runLive is the run's live part: its state, times, its task and the runs
+// it dispatched, artifacts, timeline and conversation.
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) error {
 	run, events, err := s.runWithEvents(r)
 	if err != nil {
 		return err
 	}
 	item := run.Item()
-	s.render(w, "runlive", map[string]any{"Run": &item, "Events": factory.Timeline(run.ID, events),
-		"Conversation": factory.BuildConversation(run, events)})
+	data, err := s.runRelations(run)
+	if err != nil {
+		return err
+	}
+	data["Run"], data["Events"], data["Conversation"] = &item, factory.Timeline(run.ID, events), factory.BuildConversation(run, events)
+	s.render(w, "runlive", data)
 	return nil
 }
 

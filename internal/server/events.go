@@ -130,9 +130,10 @@ type flushFunc func()
 func (f flushFunc) Flush() { f() }
 
 // factoryEvents is GET /v1/events?factory_uid=: a Server-Sent Events stream
-// of a factory's deliveries (as the delivery log records them) and its
-// runs' changes (the run as the API shows it), each {"kind": "delivery"|
-// "run", ...}, in time order. An event's ID is its time in Unix
+// of a factory's deliveries (as the delivery log records them), its
+// runs' changes (the run as the API shows it) and its tasks' (created,
+// moved, deleted: the task as the API shows it), each {"kind": "delivery"|
+// "run"|"task", ...}, in time order. An event's ID is its time in Unix
 // nanoseconds (a delivery's arrival, a run's last update): Last-Event-ID
 // (or last_event_id in the query) resumes after it. Without either the
 // stream starts now.
@@ -202,7 +203,7 @@ type change struct {
 }
 
 // factoryChanges lists what happened in a factory after a moment: its
-// webhooks' deliveries and its runs' updates, oldest first.
+// webhooks' deliveries, its runs' updates and its tasks', oldest first.
 func (s *Server) factoryChanges(f *factory.Factory, after int64) ([]change, error) {
 	var out []change
 	hooks, err := s.store.Webhooks(f.Name)
@@ -227,6 +228,31 @@ func (s *Server) factoryChanges(f *factory.Factory, after int64) ([]change, erro
 	for _, run := range page.Runs {
 		out = append(out, change{at: run.UpdatedAt.UnixNano(), kind: "run", body: map[string]any{"kind": "run", "run": run.Item()}})
 	}
+	tasks, err := s.taskChanges(f, after)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, tasks...)
 	slices.SortStableFunc(out, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	return out, nil
+}
+
+// taskChanges are the factory's tasks changed after a moment, each as
+// the API shows it (and whether it was deleted): the dashboard's board and
+// task pages reload on them.
+func (s *Server) taskChanges(f *factory.Factory, after int64) ([]change, error) {
+	if s.foreman == nil {
+		return nil, nil
+	}
+	tasks, err := s.store.Tasks(f.UID)
+	if err != nil {
+		return nil, err
+	}
+	var out []change
+	for _, t := range tasks {
+		if at := t.UpdatedAt.UnixNano(); at > after {
+			out = append(out, change{at: at, kind: "task", body: map[string]any{"kind": "task", "task": t.Item(true), "deleted": t.Deleted != nil}})
+		}
+	}
 	return out, nil
 }

@@ -1,0 +1,220 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+
+	"factory"
+	"factory/internal/foreman"
+)
+
+// The dashboard's Inbox (docs/spec/foreman.md, "People in the loop"): what
+// agents ask people, newest first; answering a question, reviewing a
+// spec, and read marks, through the foreman service as the API does.
+
+// inboxRow is an item as the Inbox shows it: the SDK's item, with its
+// factory's name, its task's title, and what it can be answered with.
+type inboxRow struct {
+	factory.InboxWire
+	Factory   string
+	TaskTitle string
+	// Options are the answers it takes, when it names them; FreeText says
+	// it takes any text.
+	Options  []string
+	FreeText bool
+	// The forms' context: the session's CSRF token, whether its key may
+	// answer, and the page a form returns to (backTo).
+	CSRF   string
+	CanRun bool
+	Back   string
+}
+
+// answerable are the kinds a person answers through the inbox (approval
+// items are a tool call's: the run's approvals endpoint answers those).
+var answerable = []string{factory.InboxQuestion, factory.InboxSpecReview, factory.InboxPRReview}
+
+// inboxRows lists items for the session's key, with what the page shows
+// beside each; their forms return to back.
+func (s *Server) inboxRows(q foreman.InboxQuery, sess *session, back string) ([]inboxRow, error) {
+	items, err := s.foreman.Inbox(q)
+	if err != nil {
+		return nil, err
+	}
+	facs, err := s.store.Factories()
+	if err != nil {
+		return nil, err
+	}
+	byUID := map[string]*factory.Factory{}
+	for _, f := range facs {
+		byUID[f.UID] = f
+	}
+	titles := map[string]string{}
+	rows := make([]inboxRow, 0, len(items))
+	for _, it := range items {
+		row := inboxRow{InboxWire: it, CSRF: sess.CSRF, CanRun: canRun(sess), Back: back}
+		fac := byUID[it.FactoryUID]
+		if fac != nil {
+			row.Factory = fac.Name
+		}
+		if title, ok := titles[it.FactoryTaskUID]; ok {
+			row.TaskTitle = title
+		} else if fac != nil && it.FactoryTaskUID != "" {
+			if t, err := s.foreman.Task(fac, it.FactoryTaskUID); err == nil {
+				row.TaskTitle = t.Title
+			}
+			titles[it.FactoryTaskUID] = row.TaskTitle
+		}
+		if !it.Resolved && slices.Contains(answerable, it.Kind) {
+			if len(it.Questions) > 0 {
+				row.Options = it.Questions[0].Options
+			}
+			row.FreeText = len(row.Options) == 0
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// unreadCount is the navigation's count: the open items a reader has not
+// marked read.
+func (s *Server) unreadCount(reader string) int {
+	if s.foreman == nil {
+		return 0
+	}
+	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: reader})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, it := range items {
+		if !it.IsRead {
+			n++
+		}
+	}
+	return n
+}
+
+// inboxPage is the Inbox: the open items, newest first (?resolved=1:
+// resolved ones too); the list reloads itself.
+func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, sess *session) error {
+	data := map[string]any{"Title": "Inbox", "Session": sess}
+	if s.foreman == nil {
+		data["Note"] = noForeman
+		s.render(w, "inbox.html", data)
+		return nil
+	}
+	list, err := s.inboxData(r, sess)
+	if err != nil {
+		return err
+	}
+	for k, v := range list {
+		data[k] = v
+	}
+	s.render(w, "inbox.html", data)
+	return nil
+}
+
+// inboxList is the Inbox's list, as the page reloads it.
+func (s *Server) inboxList(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if s.foreman == nil {
+		return errorf(CodeInvalidRequest, noForeman)
+	}
+	data, err := s.inboxData(r, sess)
+	if err != nil {
+		return err
+	}
+	s.render(w, "inboxlist", data)
+	return nil
+}
+
+func (s *Server) inboxData(r *http.Request, sess *session) (map[string]any, error) {
+	resolved, back := r.URL.Query().Get("resolved") == "1", "inbox"
+	if resolved {
+		back = "resolved"
+	}
+	rows, err := s.inboxRows(foreman.InboxQuery{Reader: sess.Reader, Resolved: resolved}, sess, back)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"Items": rows, "Resolved": resolved, "Session": sess, "CanRun": canRun(sess), "Back": back}, nil
+}
+
+// answerItem answers an item with the form's answer and comment: runs and
+// admin keys only, through the API's own code (the run that asked goes
+// on), then back where the form was.
+func (s *Server) answerItem(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if !canRun(sess) {
+		return errorf(CodeNotAuthorized, "this key has scope "+sess.Scope+"; answering needs runs or admin")
+	}
+	if s.foreman == nil {
+		return errorf(CodeInvalidRequest, noForeman)
+	}
+	key, err := s.store.APIKeyByHash(sess.KeyHash)
+	if err != nil {
+		return err
+	}
+	it, err := s.foreman.Answer(r.PathValue("id"), r.PostFormValue("answer"), r.PostFormValue("comment"), key.Creator())
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, backTo(r, it.FactoryUID, it.TaskUID), http.StatusSeeOther)
+	return nil
+}
+
+// markItem marks an item read or unread for the session's key; any key
+// may, as through the API (the marks are the reader's own).
+func (s *Server) markItem(read bool) func(http.ResponseWriter, *http.Request, *session) error {
+	return func(w http.ResponseWriter, r *http.Request, sess *session) error {
+		if s.foreman == nil {
+			return errorf(CodeInvalidRequest, noForeman)
+		}
+		it, err := s.foreman.Item(r.PathValue("id"), sess.Reader)
+		if err != nil {
+			return err
+		}
+		if _, err := s.foreman.MarkRead(sess.Reader, []string{it.NotificationUID}, read); err != nil {
+			return err
+		}
+		http.Redirect(w, r, backTo(r, it.FactoryUID, it.FactoryTaskUID), http.StatusSeeOther)
+		return nil
+	}
+}
+
+// markAllRead marks every open item read for the session's key.
+func (s *Server) markAllRead(w http.ResponseWriter, r *http.Request, sess *session) error {
+	if s.foreman == nil {
+		return errorf(CodeInvalidRequest, noForeman)
+	}
+	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: sess.Reader})
+	if err != nil {
+		return err
+	}
+	var uids []string
+	for _, it := range items {
+		if !it.IsRead {
+			uids = append(uids, it.NotificationUID)
+		}
+	}
+	if len(uids) > 0 {
+		if _, err := s.foreman.MarkRead(sess.Reader, uids, true); err != nil {
+			return err
+		}
+	}
+	http.Redirect(w, r, backTo(r, "", ""), http.StatusSeeOther)
+	return nil
+}
+
+// backTo is where a form of the inbox returns: the item's task page (a
+// form on it), the inbox with its resolved items, or the inbox. It is
+// chosen from these, never a URL the form names.
+func backTo(r *http.Request, factoryUID, taskUID string) string {
+	switch r.PostFormValue("back") {
+	case "task":
+		if taskUID != "" {
+			return taskURL(factoryUID, taskUID)
+		}
+	case "resolved":
+		return "/ui/inbox?resolved=1"
+	}
+	return "/ui/inbox"
+}
