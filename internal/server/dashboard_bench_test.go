@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"factory"
 	"factory/internal/store/storetest"
 )
 
@@ -77,6 +78,7 @@ func dashboardAt(b *testing.B, n int) (*harness, *http.Client, []benchPage) {
 		b.Fatal(err)
 	}
 	b.Logf("filled %d runs and 100,000 deliveries in %v", n, time.Since(start).Round(time.Second))
+	task := fillTasks(b, h, st.UID, n)
 	c := signIn(b, h, adminKey)
 	lastRun := fmt.Sprintf("run_%024d", n-1)
 	return h, c, []benchPage{
@@ -93,5 +95,35 @@ func dashboardAt(b *testing.B, n int) (*harness, *http.Client, []benchPage) {
 		{"run", "/ui/runs/" + lastRun},
 		{"run-live", "/ui/runs/" + lastRun + "/live"},
 		{"schedules", "/ui/schedules"},
+		{"tasks", "/ui/tasks"},
+		{"task", "/ui/factories/" + st.UID + "/tasks/" + task},
+		{"inbox", "/ui/inbox"},
 	}
+}
+
+// benchTasks is how many tasks the dashboard's benchmark keeps (bound to
+// the newest runs, spread over the stages), each with an open inbox item.
+const benchTasks = 300
+
+// fillTasks binds the newest runs to tasks with an inbox item each, and
+// returns the newest task's UID.
+func fillTasks(b *testing.B, h *harness, factoryUID string, n int) string {
+	batch := h.store.NewLogBatch()
+	var uid string
+	for i := range benchTasks {
+		r, err := h.store.Run(fmt.Sprintf("run_%024d", n-1-i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := r.CreatedAt
+		uid = fmt.Sprintf("task_%020d", i)
+		batch.PutTask(&factory.Task{UID: uid, FactoryUID: factoryUID, ConversationID: r.Conversation(), RunID: r.ID, Title: "Task " + r.Title,
+			Stage: factory.TaskStages[i%len(factory.TaskStages)], CreatedAt: at, UpdatedAt: at})
+		batch.PutInboxItem(&factory.InboxItem{UID: fmt.Sprintf("ntf_%021d", i), FactoryUID: factoryUID, TaskUID: uid, RunID: r.ID,
+			Kind: factory.InboxQuestion, Title: "Which one?", Options: []string{"this", "that"}, CreatedAt: at})
+	}
+	if err := batch.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	return uid
 }

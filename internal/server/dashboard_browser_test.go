@@ -51,19 +51,23 @@ type tab struct {
 	cancel   func()
 	lastURL  string // the run page last read, for recover
 	reopened int
+	life     time.Duration // how long a browser may live
 }
 
-// browser opens a tab; the test's cleanup closes it.
-func browser(t *testing.T) *tab {
+// browser opens a tab for 25 s; the test's cleanup closes it.
+func browser(t *testing.T) *tab { return browserFor(t, 25*time.Second) }
+
+// browserFor opens a tab that lives d at most.
+func browserFor(t *testing.T, d time.Duration) *tab {
 	t.Helper()
-	b := &tab{t: t}
-	b.ctx, b.cancel = openBrowser(t)
+	b := &tab{t: t, life: d}
+	b.ctx, b.cancel = openBrowser(t, d)
 	t.Cleanup(func() { b.cancel() })
 	return b
 }
 
-// openBrowser starts Chromium and opens a page in it.
-func openBrowser(t *testing.T) (context.Context, func()) {
+// openBrowser starts Chromium and opens a page in it, for d at most.
+func openBrowser(t *testing.T, d time.Duration) (context.Context, func()) {
 	t.Helper()
 	// Chromium's output is drained for as long as it runs. Without a
 	// writer, chromedp closes the pipe once it has read the DevTools URL,
@@ -116,7 +120,7 @@ func openBrowser(t *testing.T) (context.Context, func()) {
 			t.Logf("target crashed: %s %s", e.TargetID, e.Status)
 		}
 	})
-	ctx, cancelTimeout := context.WithTimeout(ctx, 25*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, d)
 	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
 }
 
@@ -125,7 +129,7 @@ func (b *tab) recover(h *harness, url string) error {
 	b.reopened++
 	b.t.Logf("chromedp lost its connection to the browser; opening %s again in a new one", url)
 	b.cancel()
-	b.ctx, b.cancel = openBrowser(b.t)
+	b.ctx, b.cancel = openBrowser(b.t, b.life)
 	return chromedp.Run(b.ctx, chromedp.Navigate(h.url+"/ui/login"), chromedp.WaitVisible("#key", chromedp.ByID),
 		chromedp.SendKeys("#key", adminKey, chromedp.ByID), chromedp.Click("#signin", chromedp.ByID), chromedp.WaitVisible("h2", chromedp.ByQuery),
 		chromedp.Navigate(url), chromedp.WaitVisible("#runstate", chromedp.ByID))
@@ -359,7 +363,7 @@ func TestDashboardAccess(t *testing.T) {
 	ci := h.hook("ci")
 	for _, key := range []string{adminKey, runsKey} {
 		c := signIn(t, h, key)
-		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/runs", "/ui/runs?state=SUCCEEDED&q=x", "/ui/schedules",
+		for _, path := range []string{"/", "/ui/", "/ui/webhooks/" + ci.uid, "/ui/webhooks/" + ci.uid + "/deliveries", "/ui/runs", "/ui/runs?state=SUCCEEDED&q=x", "/ui/schedules", "/ui/tasks", "/ui/inbox",
 			"/ui/assets/htmx.min.js", "/ui/assets/app.css"} {
 			resp, err := c.Get(h.url + path)
 			if err != nil || resp.StatusCode != 200 {

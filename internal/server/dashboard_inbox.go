@@ -2,7 +2,9 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 
 	"factory"
 	"factory/internal/foreman"
@@ -33,13 +35,12 @@ type inboxRow struct {
 // items are a tool call's: the run's approvals endpoint answers those).
 var answerable = []string{factory.InboxQuestion, factory.InboxSpecReview, factory.InboxPRReview}
 
-// inboxRows lists items for the session's key, with what the page shows
-// beside each; their forms return to back.
-func (s *Server) inboxRows(q foreman.InboxQuery, sess *session, back string) ([]inboxRow, error) {
-	items, err := s.foreman.Inbox(q)
-	if err != nil {
-		return nil, err
-	}
+// inboxPage is how many items the Inbox shows at once.
+const inboxPage = 50
+
+// inboxRows are items as the page shows them, with their factory's name
+// and their task's title; their forms return to back.
+func (s *Server) inboxRows(items []factory.InboxWire, sess *session, back string) ([]inboxRow, error) {
 	facs, err := s.store.Factories()
 	if err != nil {
 		return nil, err
@@ -76,18 +77,20 @@ func (s *Server) inboxRows(q foreman.InboxQuery, sess *session, back string) ([]
 }
 
 // unreadCount is the navigation's count: the open items a reader has not
-// marked read.
+// marked read. It reads the items as they are kept (the inbox's list
+// would look up each item's task), and asks each item whether the reader
+// read it.
 func (s *Server) unreadCount(reader string) int {
 	if s.foreman == nil {
 		return 0
 	}
-	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: reader})
+	items, err := s.store.InboxItems()
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, it := range items {
-		if !it.IsRead {
+		if it.Resolved == nil && !it.Wire(reader, "", "").IsRead {
 			n++
 		}
 	}
@@ -127,16 +130,59 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request, sess *session
 	return nil
 }
 
+// inboxData is the Inbox's list: open items (resolved=1: every item),
+// newest first, inboxPage of them from skip= on.
 func (s *Server) inboxData(r *http.Request, sess *session) (map[string]any, error) {
-	resolved, back := r.URL.Query().Get("resolved") == "1", "inbox"
+	in := r.URL.Query()
+	resolved, back := in.Get("resolved") == "1", "inbox"
 	if resolved {
 		back = "resolved"
 	}
-	rows, err := s.inboxRows(foreman.InboxQuery{Reader: sess.Reader, Resolved: resolved}, sess, back)
+	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: sess.Reader, Resolved: resolved})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"Items": rows, "Resolved": resolved, "Session": sess, "CanRun": canRun(sess), "Back": back}, nil
+	if !resolved { // the navigation's count, from the list at hand
+		n := 0
+		for _, it := range items {
+			if !it.IsRead {
+				n++
+			}
+		}
+		sess.count = &n
+	}
+	skip, _ := strconv.Atoi(in.Get("skip"))
+	skip = min(max(skip, 0), len(items))
+	shown := items[skip:min(skip+inboxPage, len(items))]
+	rows, err := s.inboxRows(shown, sess, back)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"Items": rows, "Resolved": resolved, "Session": sess, "CanRun": canRun(sess), "Back": back,
+		"Fragment": inboxURL("/ui/inbox/items", resolved, skip)}
+	if skip > 0 {
+		data["Newer"] = inboxURL("/ui/inbox", resolved, max(skip-inboxPage, 0))
+	}
+	if skip+len(shown) < len(items) {
+		data["Older"] = inboxURL("/ui/inbox", resolved, skip+len(shown))
+	}
+	return data, nil
+}
+
+// inboxURL is a page of the Inbox (or of its list, as the page reloads
+// it).
+func inboxURL(path string, resolved bool, skip int) string {
+	q := url.Values{}
+	if resolved {
+		q.Set("resolved", "1")
+	}
+	if skip > 0 {
+		q.Set("skip", strconv.Itoa(skip))
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
 
 // answerItem answers an item with the form's answer and comment: runs and

@@ -18,7 +18,7 @@ import (
 // TestDashboardLinks walks every page of the dashboard, as an admin key
 // and as a runs key, over a factory with something on every page (the
 // v1alpha1 example, webhooks with a paged delivery log, an unrevealed
-// secret, runs with an attachment): every link, script, fragment and
+// secret, runs with an attachment, a task): every link, script, fragment and
 // event stream a page names answers 200, 302 or 303, and no page holds a
 // webhook's secret.
 func TestDashboardLinks(t *testing.T) {
@@ -53,13 +53,19 @@ func TestDashboardLinks(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("a run with an attachment: %d %s", code, body)
 	}
+	fac := h.status("acme").UID
+	_, conv := dispatchOnly(t, h, fac)
+	if code, body := call(t, h, "POST", "/v1/factory/"+fac+"/tasks", map[string]any{"conversation_id": conv, "title": "A task"}); code != 200 {
+		t.Fatalf("a task: %d %s", code, body)
+	}
 	for _, key := range []string{adminKey, runsKey} {
 		as := map[string]string{adminKey: "admin", runsKey: "runs"}[key]
 		c := signIn(t, h, key)
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		seen := walk(t, c, h.url, "/ui/", ci.secret)
 		for _, must := range []string{"/ui/definition", "/ui/webhooks", "/ui/automations", "/ui/runs", "/ui/schedules", "/ui/assets/app.js",
-			"/ui/webhooks/" + ci.uid + "/deliveries", "/v1/events?factory_uid=", "/ui/runs/run_"} {
+			"/ui/webhooks/" + ci.uid + "/deliveries", "/v1/events?factory_uid=", "/ui/runs/run_", "/ui/tasks", "/ui/inbox", "/ui/tasks/board?factory_uid=" + fac,
+			"/ui/factories/" + fac + "/tasks/task_", "/ui/inbox?resolved=1"} {
 			if !hasPrefixIn(seen, must) {
 				t.Errorf("as %s: no page links to %s", as, must)
 			}

@@ -15,14 +15,18 @@ import (
 // and the task's actions (move to a stage, cancel). The foreman service
 // does the work, as for the API.
 
-// boardPage is how many tasks a column of the board shows at once.
-const boardPage = 50
+// boardPage is how many tasks a column of the board shows, and
+// stagePage how many a stage's own page shows at once.
+const (
+	boardPage = 25
+	stagePage = 100
+)
 
 // boardColumn is one stage of the board: its newest-updated tasks, and a
-// link to the next ones.
+// link to the stage's own page when it holds more.
 type boardColumn struct {
 	Stage factory.TaskStage
-	Cards []boardCard
+	Cards []factory.TaskItem
 	Next  string
 }
 
@@ -37,12 +41,6 @@ func (b board) Empty() bool {
 		}
 	}
 	return true
-}
-
-// boardCard is a task on the board.
-type boardCard struct {
-	factory.TaskItem
-	Ticket string
 }
 
 // noForeman is what the task and inbox pages say on a server that runs no
@@ -114,41 +112,47 @@ func (s *Server) tasksBoard(w http.ResponseWriter, r *http.Request, _ *session) 
 }
 
 // boardColumns lists a factory's tasks by stage, each column newest
-// updated first, through the API's own list; with ?stage= only that
-// column, paged with ?cursor=.
+// updated first, at most boardPage of each; with ?stage= only that
+// stage, stagePage at a time (?cursor=, through the API's own list).
 func (s *Server) boardColumns(fac *factory.Factory, in url.Values) (board, error) {
-	stages := factory.TaskStages
+	search := strings.TrimSpace(in.Get("q"))
+	link := func(v url.Values) string {
+		v.Set("factory_uid", fac.UID)
+		if search != "" {
+			v.Set("q", search)
+		}
+		return "/ui/tasks?" + v.Encode()
+	}
 	if st := in.Get("stage"); st != "" {
 		stage, err := stageField(&st)
 		if err != nil {
 			return nil, err
 		}
-		stages = []factory.TaskStage{*stage}
-	}
-	var cols board
-	for _, st := range stages {
-		q := foreman.TaskQuery{Stages: []factory.TaskStage{st}, Search: strings.TrimSpace(in.Get("q")), SortBy: "updated_at", Limit: boardPage, CurrentRun: true}
-		if len(stages) == 1 {
-			q.Cursor = in.Get("cursor")
-		}
-		page, err := s.foreman.ListTasks(fac, q)
+		page, err := s.foreman.ListTasks(fac, foreman.TaskQuery{Stages: []factory.TaskStage{*stage}, Search: search, SortBy: "updated_at",
+			Limit: stagePage, CurrentRun: true, Cursor: in.Get("cursor")})
 		if err != nil {
 			return nil, err
 		}
-		col := boardColumn{Stage: st}
-		for _, it := range page.Tasks {
-			card := boardCard{TaskItem: it}
-			if t, err := s.foreman.Task(fac, it.UID); err == nil && t.TicketID != "" {
-				card.Ticket = t.TicketSource + " " + t.TicketID
+		col := boardColumn{Stage: *stage, Cards: page.Tasks}
+		for i, it := range col.Cards { // a list's tasks come without their tickets
+			if t, err := s.foreman.Task(fac, it.UID); err == nil {
+				col.Cards[i].TicketSource, col.Cards[i].TicketID = t.TicketSource, t.TicketID
 			}
-			col.Cards = append(col.Cards, card)
 		}
 		if page.Info.HasNextPage {
-			next := url.Values{"factory_uid": {fac.UID}, "stage": {string(st)}, "cursor": {page.Info.NextCursor}}
-			if q.Search != "" {
-				next.Set("q", q.Search)
-			}
-			col.Next = "/ui/tasks?" + next.Encode()
+			col.Next = link(url.Values{"stage": {st}, "cursor": {page.Info.NextCursor}})
+		}
+		return board{col}, nil
+	}
+	cards, more, err := s.foreman.Board(fac, foreman.TaskQuery{Search: search, CurrentRun: true}, boardPage)
+	if err != nil {
+		return nil, err
+	}
+	var cols board
+	for _, st := range factory.TaskStages {
+		col := boardColumn{Stage: st, Cards: cards[st]}
+		if more[st] {
+			col.Next = link(url.Values{"stage": {string(st)}})
 		}
 		cols = append(cols, col)
 	}
@@ -249,11 +253,13 @@ func (s *Server) taskLiveData(fac *factory.Factory, t *factory.Task, sess *sessi
 		}
 		data["Tree"] = tree
 	}
-	items, err := s.inboxRows(foreman.InboxQuery{Reader: sess.Reader, FactoryUID: fac.UID, TaskUID: t.UID}, sess, "task")
+	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: sess.Reader, FactoryUID: fac.UID, TaskUID: t.UID})
 	if err != nil {
 		return nil, err
 	}
-	data["Items"] = items
+	if data["Items"], err = s.inboxRows(items, sess, "task"); err != nil {
+		return nil, err
+	}
 	return data, nil
 }
 

@@ -109,6 +109,22 @@ func submit(t *testing.T, c *http.Client, h *harness, path, csrf string, form ur
 	return resp.StatusCode, string(b)
 }
 
+// fillDoneTasks writes n COMPLETE tasks of a factory, each of a
+// conversation of its own.
+func fillDoneTasks(t *testing.T, h *harness, factoryUID string, n int) {
+	t.Helper()
+	b := h.store.NewLogBatch()
+	at := time.Now().UTC().Add(-time.Hour)
+	for i := range n {
+		uid := factory.NewUID(factory.PrefixTask)
+		b.PutTask(&factory.Task{UID: uid, FactoryUID: factoryUID, ConversationID: "conv-" + uid, RunID: "run-" + uid, Stage: factory.StageComplete,
+			Title: "Done " + strconv.Itoa(i), TicketSource: "github", TicketID: "acme/widgets#" + strconv.Itoa(100+i), CreatedAt: at, UpdatedAt: at.Add(time.Duration(i) * time.Second)})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDashboardTaskPages: the Tasks board, a task's page (its run tree and
 // pending items), the Inbox and a run's page answer every kind of key,
 // with the security headers; markup in a title or a question is text; the
@@ -116,12 +132,13 @@ func submit(t *testing.T, c *http.Client, h *harness, path, csrf string, form ur
 func TestDashboardTaskPages(t *testing.T) {
 	fx := newTaskFixture(t)
 	h := fx.h
+	fillDoneTasks(t, h, fx.fac, 30)
 	taskPage := "/ui/factories/" + fx.fac + "/tasks/" + fx.task
 	for _, key := range []string{adminKey, runsKey, readKey} {
 		c := signIn(t, h, key)
 		pages := map[string]string{}
 		for _, path := range []string{"/ui/tasks", "/ui/tasks?factory_uid=" + fx.fac + "&q=widg", "/ui/tasks/board?factory_uid=" + fx.fac,
-			"/ui/tasks?factory_uid=" + fx.fac + "&stage=TRIAGE", taskPage, taskPage + "/live", "/ui/inbox", "/ui/inbox?resolved=1", "/ui/inbox/items",
+			"/ui/tasks?factory_uid=" + fx.fac + "&stage=TRIAGE", "/ui/tasks?factory_uid=" + fx.fac + "&stage=COMPLETE", taskPage, taskPage + "/live", "/ui/inbox", "/ui/inbox?resolved=1", "/ui/inbox/items",
 			"/ui/runs/" + fx.run + "/live"} {
 			resp, err := c.Get(h.url + path)
 			if err != nil || resp.StatusCode != 200 {
@@ -142,10 +159,9 @@ func TestDashboardTaskPages(t *testing.T) {
 }
 
 // checkTaskPages checks what the pages of TestDashboardTaskPages show a
-// key.
+// key: the board first.
 func checkTaskPages(t *testing.T, fx *taskFixture, key string, pages map[string]string) {
 	t.Helper()
-	taskPage := "/ui/factories/" + fx.fac + "/tasks/" + fx.task
 	board := pages["/ui/tasks"]
 	if col := between(board, `id="col-TRIAGE"`, `id="col-SPEC"`); !strings.Contains(col, `id="task-`+fx.task+`"`) ||
 		!strings.Contains(col, "Widgets &lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(col, "INPROGRESS") {
@@ -157,6 +173,22 @@ func checkTaskPages(t *testing.T, fx *taskFixture, key string, pages map[string]
 	if strings.Contains(pages["/ui/tasks?factory_uid="+fx.fac+"&stage=TRIAGE"], `id="col-SPEC"`) {
 		t.Errorf("as %s: a stage's page shows the other columns", key[:12])
 	}
+	done := between(board, `id="col-COMPLETE"`, `id="col-CANCELLED"`)
+	if n := strings.Count(done, `class="card"`); n != 25 || !strings.Contains(done, "Done 29") || strings.Contains(done, "Done 4<") ||
+		!strings.Contains(done, "github acme/widgets#129") || !strings.Contains(done, `href="/ui/tasks?factory_uid=`+fx.fac+`&amp;stage=COMPLETE" class="more"`) {
+		t.Errorf("as %s: the COMPLETE column of 30 tasks shows %d, the newest first, then a link to the rest:\n%s", key[:12], n, done)
+	}
+	if stage := pages["/ui/tasks?factory_uid="+fx.fac+"&stage=COMPLETE"]; strings.Count(stage, `class="card"`) != 30 || !strings.Contains(stage, "github acme/widgets#100") {
+		t.Errorf("as %s: the COMPLETE stage's page does not list its 30 tasks with their tickets:\n%s", key[:12], stage)
+	}
+	checkTaskAndInboxPages(t, fx, key, pages)
+}
+
+// checkTaskAndInboxPages checks the task's page, the Inbox and the run's
+// page of TestDashboardTaskPages as a key sees them.
+func checkTaskAndInboxPages(t *testing.T, fx *taskFixture, key string, pages map[string]string) {
+	t.Helper()
+	taskPage := "/ui/factories/" + fx.fac + "/tasks/" + fx.task
 	task := pages[taskPage]
 	if !strings.Contains(task, `id="node-`+fx.run+`"`) || !strings.Contains(task, "&lt;b&gt;the plan&lt;/b&gt;") || !strings.Contains(task, `id="item-`+fx.question+`"`) {
 		t.Errorf("as %s: the task page has no run tree or pending items:\n%s", key[:12], task)
