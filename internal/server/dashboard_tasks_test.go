@@ -333,3 +333,25 @@ func awaitTaskEvent(t *testing.T, ctx context.Context, events <-chan sseEvent, t
 		}
 	}
 }
+
+// TestDashboardTasksWithoutRuns: a server that runs no runs keeps no
+// tasks and no inbox; its Tasks and Inbox pages say so, and its forms
+// are refused in words.
+func TestDashboardTasksWithoutRuns(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"webhooks/ci.yaml": "authMode: token\n"})
+	h := start(t, dirSource("acme", root))
+	c := signIn(t, h, adminKey)
+	var csrf string
+	for _, path := range []string{"/ui/tasks", "/ui/inbox"} {
+		status, body := page(t, c, h, path)
+		if status != 200 || !strings.Contains(body, `<p class="muted" id="note">This server does not execute runs`) {
+			t.Fatalf("%s: %d\n%s", path, status, body)
+		}
+		csrf = between(body, `name="csrf" value="`, `"`)
+	}
+	status, body := submit(t, c, h, "/ui/inbox/items/ntf_none/answer", csrf, url.Values{"answer": {"yes"}})
+	if status != 400 || !strings.Contains(body, "This server does not execute runs") {
+		t.Fatalf("an answer: %d\n%s", status, body)
+	}
+}
