@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -73,9 +74,9 @@ func TestForemanRunsTheFactory(t *testing.T) {
 	if item["kind"] != "spec_review" || item["factory_task_uid"] != task["uid"] || item["stage"] != "SPEC" {
 		t.Fatalf("the inbox item: %v", item)
 	}
-	status, b := call(t, h, "POST", "/v1/factory-inbox/items/"+item["notification_uid"].(string)+"/answer", map[string]any{"answer": "approve", "comment": "ship it"})
-	if status != 200 {
-		t.Fatalf("approve: %d %s", status, b)
+	answered, err := h.c.AnswerInboxItem(t.Context(), item["notification_uid"].(string), "approve", "ship it")
+	if err != nil || !answered.Resolved || answered.Answer != "approve" {
+		t.Fatalf("approve: %+v %v", answered, err)
 	}
 
 	root = awaitTaskRun(t, h, fac.UID, func(r *factory.Run) bool { return r.State.Terminal() && r.Turns == 2 })
@@ -84,8 +85,12 @@ func TestForemanRunsTheFactory(t *testing.T) {
 	}
 	task = getJSON(t, h, "/v1/factory/"+fac.UID+"/tasks/"+task["uid"].(string))
 	checkFinishedTask(t, h, f, fac.UID, root.ID, task)
-	if items := getJSON(t, h, "/v1/factory-inbox")["items"].([]any); len(items) != 0 {
-		t.Errorf("the inbox still holds %d items", len(items))
+	if items, err := h.c.Inbox(t.Context(), nil); err != nil || len(items) != 0 {
+		t.Errorf("the inbox still holds %d items (%v)", len(items), err)
+	}
+	page, err := h.c.ListTasks(t.Context(), "acme", url.Values{"stage": {"COMPLETE"}, "full_list": {"true"}})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].UID != task["uid"] || len(page.Tasks[0].Outputs) == 0 {
+		t.Errorf("the complete tasks, by the factory's name: %+v %v", page, err)
 	}
 }
 
