@@ -46,7 +46,13 @@ type Foreman struct {
 	// waiting are dispatches waiting for their child's end, by child run.
 	wmu     sync.Mutex
 	waiting map[string][]chan *factory.Run
+	// work counts what runs off the run manager's path (a run's end), so
+	// that Drain can let it finish before the store closes.
+	work sync.WaitGroup
 }
+
+// Drain waits for the work a run's change started to finish.
+func (f *Foreman) Drain() { f.work.Wait() }
 
 // New returns a foreman and has it observe the run manager's runs, and
 // offer every run of a factory its Factory MCP server.
@@ -143,7 +149,7 @@ func (f *Foreman) runChanged(r *factory.Run) {
 		return
 	}
 	if r.State.Terminal() || r.Asking == nil {
-		go f.ended(r) // off the manager's path: it may write, and send follow-ups
+		f.work.Go(func() { f.ended(r) }) // off the manager's path: it may write, and send follow-ups
 	}
 }
 

@@ -40,6 +40,7 @@ func newWorld(t *testing.T, settings factory.Settings) *world {
 	m := runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: "default", Log: slog.New(slog.DiscardHandler),
 		Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
 	f := foreman.New(foreman.Config{Store: s, Runs: m, Key: []byte("0123456789abcdef0123456789abcdef"), URL: func() string { return "http://127.0.0.1:1" }})
+	t.Cleanup(f.Drain) // before the store closes
 	return &world{s: s, m: m, f: f, fac: fac}
 }
 

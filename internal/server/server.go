@@ -305,6 +305,9 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 			defer wg.Done()
 			s.eval.Run(ctx)
 			s.cfg.Runs.Wait()
+			if s.foreman != nil {
+				s.foreman.Drain() // what the runs' last changes started
+			}
 		}()
 	}
 }
