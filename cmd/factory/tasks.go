@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory"
+	"factory/client"
 )
 
 // tasksCmd is factory tasks: a factory's tasks through their stages
@@ -23,11 +24,12 @@ func (a *app) tasksCmd() *cobra.Command {
 	return cmd
 }
 
-func needFactory(fac string) error {
+// tasksClient is the server's client, for a factory named by --factory.
+func (a *app) tasksClient(fac string) (*client.Client, error) {
 	if fac == "" {
-		return errors.New("--factory: name the factory (factory status lists them)")
+		return nil, errors.New("--factory: name the factory (factory status lists them)")
 	}
-	return nil
+	return a.runsClient()
 }
 
 func (a *app) tasksListCmd(fac, output *string) *cobra.Command {
@@ -36,10 +38,7 @@ func (a *app) tasksListCmd(fac, output *string) *cobra.Command {
 	cmd := &cobra.Command{Use: "list --factory NAME", Short: "List the factory's tasks, newest first", Args: cobra.NoArgs,
 		Example: "  factory tasks list --factory acme --stage IMPLEMENT --stage REVIEW",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err == nil {
-				err = needFactory(*fac)
-			}
+			c, err := a.tasksClient(*fac)
 			if err != nil {
 				return err
 			}
@@ -82,24 +81,27 @@ func (a *app) tasksGetCmd(fac, output *string) *cobra.Command {
 	cmd := &cobra.Command{Use: "get --factory NAME TASK", Short: "Show a task: its stage, current run and outputs", Args: cobra.ExactArgs(1),
 		Example: "  factory tasks get --factory acme task_0123 -o json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err == nil {
-				err = needFactory(*fac)
-			}
+			c, err := a.tasksClient(*fac)
 			if err != nil {
 				return err
 			}
-			t, err := c.GetTask(cmd.Context(), *fac, args[0])
-			if err != nil {
-				return apiError(err)
-			}
-			return a.printTask(t, *output)
+			return a.printTask(c.GetTask(cmd.Context(), *fac, args[0]))(*output)
 		}}
 	outputFlag(cmd, output, "text", "json")
 	return cmd
 }
 
-func (a *app) printTask(t *factory.TaskItem, output string) error {
+// printTask prints what a call answered: the task, or the call's error.
+func (a *app) printTask(t *factory.TaskItem, err error) func(output string) error {
+	return func(output string) error {
+		if err != nil {
+			return apiError(err)
+		}
+		return a.writeTask(t, output)
+	}
+}
+
+func (a *app) writeTask(t *factory.TaskItem, output string) error {
 	if output == "json" {
 		return printJSON(a.stdout, t)
 	}
@@ -127,10 +129,7 @@ func (a *app) tasksStageCmd(fac, output *string) *cobra.Command {
 	cmd := &cobra.Command{Use: "stage --factory NAME TASK STAGE", Short: "Move a task to a stage (TRIAGE, SPEC, IMPLEMENT, REVIEW, COMPLETE, CANCELLED)",
 		Args: cobra.ExactArgs(2), Example: "  factory tasks stage --factory acme task_0123 REVIEW",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err == nil {
-				err = needFactory(*fac)
-			}
+			c, err := a.tasksClient(*fac)
 			if err != nil {
 				return err
 			}
@@ -138,11 +137,7 @@ func (a *app) tasksStageCmd(fac, output *string) *cobra.Command {
 			if !ok {
 				return fmt.Errorf("%q is not a stage: TRIAGE, SPEC, IMPLEMENT, REVIEW, COMPLETE or CANCELLED", args[1])
 			}
-			t, err := c.SetTaskStage(cmd.Context(), *fac, args[0], st)
-			if err != nil {
-				return apiError(err)
-			}
-			return a.printTask(t, *output)
+			return a.printTask(c.SetTaskStage(cmd.Context(), *fac, args[0], st))(*output)
 		}}
 	outputFlag(cmd, output, "text", "json")
 	return cmd
@@ -152,18 +147,11 @@ func (a *app) tasksCancelCmd(fac, output *string) *cobra.Command {
 	cmd := &cobra.Command{Use: "cancel --factory NAME TASK", Short: "Cancel a task and every run of its tree", Args: cobra.ExactArgs(1),
 		Example: "  factory tasks cancel --factory acme task_0123",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.runsClient()
-			if err == nil {
-				err = needFactory(*fac)
-			}
+			c, err := a.tasksClient(*fac)
 			if err != nil {
 				return err
 			}
-			t, err := c.CancelTask(cmd.Context(), *fac, args[0])
-			if err != nil {
-				return apiError(err)
-			}
-			return a.printTask(t, *output)
+			return a.printTask(c.CancelTask(cmd.Context(), *fac, args[0]))(*output)
 		}}
 	outputFlag(cmd, output, "text", "json")
 	return cmd
