@@ -26,7 +26,7 @@ lint: ## gofmt, go vet, and cyclomatic complexity at most 25 (gocyclo)
 	@out=$$($(GO) tool gocyclo -over 25 $$(git ls-files '*.go') | grep -Ev '$(FASTPATHS)'); if [ -n "$$out" ]; then echo "cyclomatic complexity over 25: split these into named steps:"; echo "$$out"; exit 1; fi
 
 # The packages with concurrency run again under the race detector.
-RACE_PKGS := ./internal/runtime ./internal/runs ./internal/worker ./internal/writeback ./internal/ingress ./internal/store ./internal/backup ./internal/server ./internal/automations ./internal/schedules ./internal/workers
+RACE_PKGS := ./internal/runtime ./internal/runs ./internal/worker ./internal/writeback ./internal/ingress ./internal/store ./internal/backup ./internal/server ./internal/automations ./internal/schedules ./internal/workers ./internal/foreman
 
 test: lint browser docker ## everything CI runs
 	$(GO) test -count=1 -timeout 15m ./...

@@ -407,18 +407,24 @@ func (e *Evaluator) request(f *factory.Factory, hook *factory.Webhook, a *factor
 		req.Repositories, req.Origin = factory.CheckoutsFor(&f.Settings, by), factory.OriginOf(by)
 	}
 	req.Prompt = prompt
+	return req, e.applyAgent(f, a, &req)
+}
+
+// applyAgent makes a request a run of the automation's agent (its prompt
+// first, its environment and setup), where the factory has agents.
+func (e *Evaluator) applyAgent(f *factory.Factory, a *factory.Automation, req *runs.CreateRequest) error {
 	res, err := e.resourcesOf(f.Name)
 	if err != nil {
-		return req, err
+		return err
 	}
 	ag, err := resolveAgent(res, e.Runs, f, a.Spec.Agent, a.Spec.Exec)
 	if err != nil {
-		return req, fmt.Errorf("automation %s: %w", a.Key, err)
+		return fmt.Errorf("automation %s: %w", a.Key, err)
 	}
 	if ag != nil {
-		ag.Apply(&req)
+		ag.Apply(req)
 	}
-	return req, nil
+	return nil
 }
 
 // resourcesOf is a factory's resources, from the evaluator's memory (kept

@@ -1,7 +1,6 @@
 package automations
 
 import (
-	"fmt"
 	"strings"
 
 	"factory"
@@ -58,16 +57,5 @@ func (e *Evaluator) factoryEventRequest(f *factory.Factory, a *factory.Automatio
 		Source: factory.SourceAPI, FactoryUID: f.UID, AutomationID: a.UID,
 		Prompt:      strings.TrimRight(a.Spec.Prompt, "\n") + "\n" + providerEnvelope(ev, id),
 		Attachments: []runs.AttachmentData{{Name: "event-payload.json", MimeType: "application/json", Data: payload}}}
-	res, err := e.resourcesOf(f.Name)
-	if err != nil {
-		return req, err
-	}
-	ag, err := resolveAgent(res, e.Runs, f, a.Spec.Agent, a.Spec.Exec)
-	if err != nil {
-		return req, fmt.Errorf("automation %s: %w", a.Key, err)
-	}
-	if ag != nil {
-		ag.Apply(&req)
-	}
-	return req, nil
+	return req, e.applyAgent(f, a, &req)
 }

@@ -46,10 +46,13 @@ type Foreman struct {
 	// waiting are dispatches waiting for their child's end, by child run.
 	wmu     sync.Mutex
 	waiting map[string][]chan *factory.Run
-	// ending counts the goroutines doing what runs' ends ask for: Settle
-	// waits for them, so that none outlives the store.
-	ending sync.WaitGroup
+	// work counts what runs off the run manager's path (a run's end), so
+	// that Drain can let it finish before the store closes.
+	work sync.WaitGroup
 }
+
+// Drain waits for the work a run's change started to finish.
+func (f *Foreman) Drain() { f.work.Wait() }
 
 // New returns a foreman and has it observe the run manager's runs, and
 // offer every run of a factory its Factory MCP server.
@@ -146,17 +149,9 @@ func (f *Foreman) runChanged(r *factory.Run) {
 		return
 	}
 	if r.State.Terminal() || r.Asking == nil {
-		f.ending.Add(1)
-		go func() { // off the manager's path: it may write, and send follow-ups
-			defer f.ending.Done()
-			f.ended(r)
-		}()
+		f.work.Go(func() { f.ended(r) }) // off the manager's path: it may write, and send follow-ups
 	}
 }
-
-// Settle waits until what the runs' ends asked for is done. A server calls
-// it once its run manager has stopped, before it closes the store.
-func (f *Foreman) Settle() { f.ending.Wait() }
 
 // ended does what a run's end asks for (runChanged).
 func (f *Foreman) ended(r *factory.Run) {

@@ -193,8 +193,8 @@ func answerMessage(it *factory.InboxItem) string {
 func (f *Foreman) resolveItemsOf(r *factory.Run) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	items, err := f.cfg.Store.InboxItems()
-	if err != nil {
+	items, err := f.cfg.Store.InboxItemsOfRun(r.ID)
+	if err != nil || len(items) == 0 {
 		return err
 	}
 	b := f.cfg.Store.NewLogBatch()

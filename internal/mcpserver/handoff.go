@@ -31,6 +31,9 @@ func (t *tools) sendTask(_ context.Context, req *mcp.CallToolRequest, in sendTas
 	facUID := in.FactoryUID
 	if in.FactoryTaskUID != "" {
 		task, err := t.findTask(c, in.FactoryTaskUID, "", "")
+		if err == nil {
+			err = t.ownTask(c, task)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -93,6 +96,9 @@ func (t *tools) messageForeman(_ context.Context, req *mcp.CallToolRequest, in m
 		return nil, nil, err
 	}
 	task, err := t.findTask(c, in.FactoryTaskUID, "", "")
+	if err == nil {
+		err = t.ownTask(c, task)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,6 +163,9 @@ func (t *tools) completeTask(_ context.Context, req *mcp.CallToolRequest, in com
 		return nil, nil, err
 	}
 	task, err := t.findTask(c, in.FactoryTaskUID, in.RunID, "")
+	if err == nil {
+		err = t.ownTask(c, task)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -180,6 +180,22 @@ func (t *tools) mayTouch(c *Caller, task *factory.Task) error {
 	return nil
 }
 
+// ownTask refuses a run's token a change of a task other than its own: it
+// reads its factory's tasks, and changes its own.
+func (t *tools) ownTask(c *Caller, task *factory.Task) error {
+	if c.Run == nil {
+		return nil
+	}
+	own, err := t.cfg.Foreman.TaskOfRun(c.Run)
+	if err != nil {
+		return err
+	}
+	if own == nil || own.UID != task.UID {
+		return fmt.Errorf("task %s is not your run's task: a run's token changes its own task only", task.UID)
+	}
+	return nil
+}
+
 // taskByURL finds the task whose ticket, or one of whose outputs, has the
 // URL.
 func (t *tools) taskByURL(c *Caller, url string) (*factory.Task, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -73,9 +74,9 @@ func TestForemanRunsTheFactory(t *testing.T) {
 	if item["kind"] != "spec_review" || item["factory_task_uid"] != task["uid"] || item["stage"] != "SPEC" {
 		t.Fatalf("the inbox item: %v", item)
 	}
-	status, b := call(t, h, "POST", "/v1/factory-inbox/items/"+item["notification_uid"].(string)+"/answer", map[string]any{"answer": "approve", "comment": "ship it"})
-	if status != 200 {
-		t.Fatalf("approve: %d %s", status, b)
+	answered, err := h.c.AnswerInboxItem(t.Context(), item["notification_uid"].(string), "approve", "ship it")
+	if err != nil || !answered.Resolved || answered.Answer != "approve" {
+		t.Fatalf("approve: %+v %v", answered, err)
 	}
 
 	root = awaitTaskRun(t, h, fac.UID, func(r *factory.Run) bool { return r.State.Terminal() && r.Turns == 2 })
@@ -84,8 +85,12 @@ func TestForemanRunsTheFactory(t *testing.T) {
 	}
 	task = getJSON(t, h, "/v1/factory/"+fac.UID+"/tasks/"+task["uid"].(string))
 	checkFinishedTask(t, h, f, fac.UID, root.ID, task)
-	if items := getJSON(t, h, "/v1/factory-inbox")["items"].([]any); len(items) != 0 {
-		t.Errorf("the inbox still holds %d items", len(items))
+	if items, err := h.c.Inbox(t.Context(), nil); err != nil || len(items) != 0 {
+		t.Errorf("the inbox still holds %d items (%v)", len(items), err)
+	}
+	page, err := h.c.ListTasks(t.Context(), "acme", url.Values{"stage": {"COMPLETE"}, "full_list": {"true"}})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].UID != task["uid"] || len(page.Tasks[0].Outputs) == 0 {
+		t.Errorf("the complete tasks, by the factory's name: %+v %v", page, err)
 	}
 }
 
@@ -276,4 +281,50 @@ func awaitChild(t *testing.T, h *harness, parent, agent string, state factory.Ru
 	b, _ := json.MarshalIndent(evs, "", " ")
 	t.Fatalf("no %s child of %s is %s\n%s", agent, parent, state, b)
 	return nil
+}
+
+// TestStageChangeFiresAutomations: a task's move to a stage fires the
+// automations whose factory trigger selects that stage (and whence), once,
+// with the change as the event's payload; other moves fire nothing.
+func TestStageChangeFiresAutomations(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"factory.yaml":            "schemaVersion: v1alpha1\nname: Stages\nrepositories:\n  - owner: acme\n    name: widgets\nagentDefaults:\n  model: auto\n",
+		"agents/foreman/agent.md": "---\nagentType: FOREMAN\n---\nLead.\n",
+		"automations/to-review/automation.md": "---\ntriggers:\n  - provider: factory\n    event: work_item_stage_changed\n" +
+			"    filter:\n      stages: [REVIEW]\n      from_stages: [IMPLEMENT]\n---\nTell the reviewers.\n",
+	})
+	h := startWith(t, func(s *store.Store, data string) *runs.Manager {
+		return runs.NewManager(runs.Config{Store: s, DataDir: data, DefaultEnvironment: "default", Log: slog.New(slog.DiscardHandler),
+			Environments: map[string]runs.Environment{"default": {Executor: &runtime.ExecExecutor{Command: []string{"true"}}}}})
+	}, dirSource("stages", root))
+	addRunsKey(t, h)
+	fac := h.status("stages")
+	_, conv := dispatchOnly(t, h, fac.UID)
+	status, b := call(t, h, "POST", "/v1/factory/"+fac.UID+"/tasks", map[string]any{"conversation_id": conv, "title": "Staged"})
+	var task map[string]any
+	if json.Unmarshal(b, &task); status != 200 {
+		t.Fatalf("task: %d %s", status, b)
+	}
+	automationRuns := func() []any {
+		return getJSON(t, h, "/v1/agent/runs?factory_uid="+fac.UID+"&q=reviewers")["runs"].([]any)
+	}
+	for _, stage := range []string{"REVIEW", "IMPLEMENT", "IMPLEMENT", "REVIEW"} {
+		if status, b := call(t, h, "PATCH", "/v1/factory/"+fac.UID+"/tasks/"+task["uid"].(string), map[string]any{"stage": stage}); status != 200 {
+			t.Fatalf("to %s: %d %s", stage, status, b)
+		}
+	}
+	got := automationRuns()
+	if len(got) != 1 {
+		t.Fatalf("%d runs of the automation, want 1 (TRIAGE→REVIEW and IMPLEMENT→IMPLEMENT fire nothing)", len(got))
+	}
+	id := got[0].(map[string]any)["run_id"].(string)
+	payload, err := h.store.RunAttachment(id, "event-payload.json")
+	var ev struct {
+		From, To string
+		Task     map[string]any
+	}
+	if err != nil || json.Unmarshal(payload, &ev) != nil || ev.From != "IMPLEMENT" || ev.To != "REVIEW" || ev.Task["uid"] != task["uid"] {
+		t.Errorf("the event's payload: %s %v", payload, err)
+	}
 }

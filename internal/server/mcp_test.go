@@ -154,6 +154,23 @@ func TestFactoryMCPServer(t *testing.T) {
 	}
 	checkTools(t, run, append(slices.Clone(publicTools), orchestrationTools...))
 	checkRunToken(t, run, acme, other)
+	// Another task of the same factory: read, never changed, by this run.
+	otherRun, _ := runToken(t, h, acme.UID)
+	r, _ := h.store.Run(otherRun)
+	status, b := call(t, h, "POST", "/v1/factory/"+acme.UID+"/tasks", map[string]any{"conversation_id": r.Conversation(), "title": "Not yours"})
+	var task map[string]any
+	if json.Unmarshal(b, &task); status != 200 {
+		t.Fatalf("task: %d %s", status, b)
+	}
+	if text, isErr := toolText(t, run, "get_task", map[string]any{"factory_task_uid": task["uid"]}); isErr || !strings.Contains(text, "Not yours") {
+		t.Errorf("get_task of a task of the run's factory: %s", text)
+	}
+	for tool, args := range map[string]map[string]any{"complete_task": {"factory_task_uid": task["uid"]},
+		"message_foreman": {"factory_task_uid": task["uid"], "message": "hi"}, "send_task": {"factory_task_uid": task["uid"], "note": "back"}} {
+		if text, isErr := toolText(t, run, tool, args); !isErr || !strings.Contains(text, "its own task only") {
+			t.Errorf("%s of another task: %v %s", tool, isErr, text)
+		}
+	}
 	if _, err := h.c.CancelRun(context.Background(), runID); err != nil {
 		t.Fatal(err)
 	}

@@ -306,7 +306,7 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 			s.eval.Run(ctx)
 			s.cfg.Runs.Wait()
 			if s.foreman != nil {
-				s.foreman.Settle() // what the last runs' ends asked for, before the store closes
+				s.foreman.Drain() // what the runs' last changes started
 			}
 		}()
 	}

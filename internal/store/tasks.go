@@ -14,6 +14,7 @@ const (
 	taskUIDPrefix  = "task-uid/"  // task-uid/<task uid> → factory uid
 	taskConvPrefix = "task-conv/" // task-conv/<conversation id> → task uid, while the task lives
 	inboxPrefix    = "inbox/"     // inbox/<item uid> → InboxItem
+	inboxRunPrefix = "inbox-run/" // inbox-run/<run id>/<item uid> → nothing: a run's items
 )
 
 // PutTask writes a task; a deleted one gives its conversation up.
@@ -57,7 +58,23 @@ func (s *Store) Tasks(factoryUID string) ([]*factory.Task, error) {
 }
 
 // PutInboxItem writes an inbox item.
-func (b *Batch) PutInboxItem(it *factory.InboxItem) { b.putJSON(inboxPrefix+it.UID, it) }
+func (b *Batch) PutInboxItem(it *factory.InboxItem) {
+	b.putJSON(inboxPrefix+it.UID, it)
+	b.putRaw(inboxRunPrefix+it.RunID+"/"+it.UID, nil)
+}
+
+// InboxItemsOfRun lists the items a run asked.
+func (s *Store) InboxItemsOfRun(runID string) ([]*factory.InboxItem, error) {
+	var out []*factory.InboxItem
+	err := s.scan(inboxRunPrefix+runID+"/", func(key string, _ []byte) error {
+		it, err := s.InboxItem(key[strings.LastIndexByte(key, '/')+1:])
+		if err == nil {
+			out = append(out, it)
+		}
+		return err
+	})
+	return out, err
+}
 
 // InboxItem reads an inbox item.
 func (s *Store) InboxItem(uid string) (*factory.InboxItem, error) {
