@@ -58,24 +58,9 @@ type session struct {
 	Scope   string
 	CSRF    string
 	Expires time.Time
-	// Reader is who reads the inbox (the key's prefix, as the API's read
-	// marks name it); unread counts its unread open items, once a page.
+	// Reader is who reads the inbox: the key's prefix, as the API's read
+	// marks name it.
 	Reader string
-	unread func() int
-	count  *int
-}
-
-// Unread is the number of open inbox items the session's key has not
-// marked read: the navigation's count, counted when a page asks.
-func (s *session) Unread() int {
-	if s.count == nil {
-		n := 0
-		if s.unread != nil {
-			n = s.unread()
-		}
-		s.count = &n
-	}
-	return *s.count
 }
 
 // sessions are the dashboard's, in memory: a restart signs everyone out.
@@ -238,7 +223,6 @@ func (s *Server) sessionKey(r *http.Request) (*session, *factory.APIKey) {
 	}
 	cp := *sess
 	cp.Scope, cp.Reader = key.Scope, key.Prefix
-	cp.unread = func() int { return s.unreadCount(cp.Reader) }
 	return &cp, key
 }
 
@@ -301,6 +285,7 @@ func (s *Server) dashboardRoutes(mux *routes) {
 	}
 	mux.Handle("GET /ui/inbox", s.page(s.inboxPage))
 	mux.Handle("GET /ui/inbox/items", s.page(s.inboxList))
+	mux.Handle("GET /ui/inbox/count", s.page(s.inboxCount))
 	mux.Handle("POST /ui/inbox/read", s.page(s.markAllRead))
 	mux.Handle("POST /ui/inbox/items/{id}/answer", s.page(s.answerItem))
 	mux.Handle("POST /ui/inbox/items/{id}/read", s.page(s.markItem(true)))

@@ -76,25 +76,27 @@ func (s *Server) inboxRows(items []factory.InboxWire, sess *session, back string
 	return rows, nil
 }
 
-// unreadCount is the navigation's count: the open items a reader has not
-// marked read. It reads the items as they are kept (the inbox's list
-// would look up each item's task), and asks each item whether the reader
-// read it.
-func (s *Server) unreadCount(reader string) int {
-	if s.foreman == nil {
-		return 0
-	}
-	items, err := s.store.InboxItems()
-	if err != nil {
-		return 0
-	}
+// inboxCount is the navigation's count: the open items the session's key
+// has not marked read. Every page loads it after itself, and again every
+// half minute: it reads the whole inbox, which no page should wait for.
+// It reads the items as they are kept (the inbox's list would look up
+// each item's task), and asks each item whether the key read it.
+func (s *Server) inboxCount(w http.ResponseWriter, r *http.Request, sess *session) error {
 	n := 0
-	for _, it := range items {
-		if it.Resolved == nil && !it.Wire(reader, "", "").IsRead {
-			n++
+	if s.foreman != nil {
+		items, err := s.store.InboxItems()
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.Resolved == nil && !it.Wire(sess.Reader, "", "").IsRead {
+				n++
+			}
 		}
 	}
-	return n
+	w.Header().Set("Cache-Control", "no-store")
+	s.render(w, "unread", n)
+	return nil
 }
 
 // inboxPage is the Inbox: the open items, newest first (?resolved=1:
@@ -141,15 +143,6 @@ func (s *Server) inboxData(r *http.Request, sess *session) (map[string]any, erro
 	items, err := s.foreman.Inbox(foreman.InboxQuery{Reader: sess.Reader, Resolved: resolved})
 	if err != nil {
 		return nil, err
-	}
-	if !resolved { // the navigation's count, from the list at hand
-		n := 0
-		for _, it := range items {
-			if !it.IsRead {
-				n++
-			}
-		}
-		sess.count = &n
 	}
 	skip, _ := strconv.Atoi(in.Get("skip"))
 	skip = min(max(skip, 0), len(items))

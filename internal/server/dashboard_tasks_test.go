@@ -138,7 +138,7 @@ func TestDashboardTaskPages(t *testing.T) {
 		c := signIn(t, h, key)
 		pages := map[string]string{}
 		for _, path := range []string{"/ui/tasks", "/ui/tasks?factory_uid=" + fx.fac + "&q=widg", "/ui/tasks/board?factory_uid=" + fx.fac,
-			"/ui/tasks?factory_uid=" + fx.fac + "&stage=TRIAGE", "/ui/tasks?factory_uid=" + fx.fac + "&stage=COMPLETE", taskPage, taskPage + "/live", "/ui/inbox", "/ui/inbox?resolved=1", "/ui/inbox/items",
+			"/ui/tasks?factory_uid=" + fx.fac + "&stage=TRIAGE", "/ui/tasks?factory_uid=" + fx.fac + "&stage=COMPLETE", taskPage, taskPage + "/live", "/ui/inbox", "/ui/inbox?resolved=1", "/ui/inbox/items", "/ui/inbox/count",
 			"/ui/runs/" + fx.run + "/live"} {
 			resp, err := c.Get(h.url + path)
 			if err != nil || resp.StatusCode != 200 {
@@ -167,8 +167,11 @@ func checkTaskPages(t *testing.T, fx *taskFixture, key string, pages map[string]
 		!strings.Contains(col, "Widgets &lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(col, "INPROGRESS") {
 		t.Errorf("as %s: the board's TRIAGE column:\n%s", key[:12], board)
 	}
-	if !strings.Contains(board, `sse-connect="/v1/events?factory_uid=`+fx.fac) || !strings.Contains(board, `id="unread" title="unread open items">3<`) {
-		t.Errorf("as %s: the board follows no event stream, or the navigation does not count 3 unread items:\n%s", key[:12], board)
+	if !strings.Contains(board, `sse-connect="/v1/events?factory_uid=`+fx.fac) || !strings.Contains(board, `hx-get="/ui/inbox/count"`) {
+		t.Errorf("as %s: the board follows no event stream, or its navigation counts no unread items:\n%s", key[:12], board)
+	}
+	if count := pages["/ui/inbox/count"]; !strings.Contains(count, `<span data-unread="3"> <span class="badge" id="unread" title="unread open items">3</span>`) {
+		t.Errorf("as %s: the navigation's count: %s", key[:12], count)
 	}
 	if strings.Contains(pages["/ui/tasks?factory_uid="+fx.fac+"&stage=TRIAGE"], `id="col-SPEC"`) {
 		t.Errorf("as %s: a stage's page shows the other columns", key[:12])
@@ -247,9 +250,9 @@ func TestDashboardTaskActions(t *testing.T) {
 				t.Errorf("a read key's %s: %d\n%s", f.path, status, body)
 			}
 		}
-		if status, body := submit(t, c, h, "/ui/inbox/items/"+fx.spec+"/read", csrf, url.Values{"back": {"inbox"}}); status != 200 ||
-			!strings.Contains(body, `id="unread-`+fx.spec+`"`) || !strings.Contains(body, `id="unread" title="unread open items">2<`) {
-			t.Errorf("a read key marks an item read: %d\n%s", status, body)
+		status, body := submit(t, c, h, "/ui/inbox/items/"+fx.spec+"/read", csrf, url.Values{"back": {"inbox"}})
+		if _, count := page(t, c, h, "/ui/inbox/count"); status != 200 || !strings.Contains(body, `id="unread-`+fx.spec+`"`) || !strings.Contains(count, `data-unread="2"`) {
+			t.Errorf("a read key marks an item read: %d %s\n%s", status, count, body)
 		}
 	}
 	checkUnchanged(t, fx)
