@@ -314,11 +314,17 @@ func (s *Server) page(h func(http.ResponseWriter, *http.Request, *session) error
 	return securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess := s.current(r)
 		if sess == nil {
-			if r.Method != http.MethodGet {
+			switch {
+			case r.Method != http.MethodGet:
 				http.Error(w, "sign in first", http.StatusForbidden)
-				return
+			case r.Header.Get("HX-Request") == "true":
+				// A part of a page reloading itself: the whole page goes
+				// to sign-in, not the sign-in form into the part.
+				w.Header().Set("HX-Redirect", "/ui/login")
+				http.Error(w, "sign in first", http.StatusUnauthorized)
+			default:
+				http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			}
-			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			return
 		}
 		if r.Method == http.MethodPost && (crossOrigin.Check(r) != nil || !csrfOK(r, sess)) {

@@ -156,6 +156,15 @@ func TestDashboardTaskPages(t *testing.T) {
 		}
 		checkTaskPages(t, fx, key, pages)
 	}
+	// Without a session, a part of a page that reloads itself sends the
+	// whole page to sign-in.
+	req, _ := http.NewRequest("GET", h.url+"/ui/inbox/count", nil)
+	req.Header.Set("HX-Request", "true")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 401 || resp.Header.Get("HX-Redirect") != "/ui/login" {
+		t.Fatalf("a part's reload without a session: %v %v", err, resp)
+	}
+	resp.Body.Close()
 }
 
 // checkTaskPages checks what the pages of TestDashboardTaskPages show a
