@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"factory"
@@ -236,7 +235,7 @@ func (m *Manager) turnEnded(ctx context.Context, id, attempt string, res runtime
 		// The end of the agent's stderr (bounded by the executor), beside
 		// the workspace, for diagnosis: the last turn's wins.
 		if os.MkdirAll(m.RunDir(id), 0o700) == nil {
-			_ = os.WriteFile(filepath.Join(m.RunDir(id), "agent-stderr.log"), []byte(res.Stderr), 0o600)
+			_ = runtime.WriteRunFile(m.RunDir(id), "agent-stderr.log", []byte(res.Stderr))
 		}
 	}
 	if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {

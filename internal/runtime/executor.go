@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -72,6 +73,10 @@ type Turn struct {
 	// Started, when set, is told the agent's process group as soon as it
 	// has started (0 when it is not this machine's: a container's).
 	Started func(pid int) `json:"-"`
+
+	// ws is the workspace as LayOut opened and checked it: the turn's
+	// every file operation in it goes through this root.
+	ws *os.Root
 }
 
 // Executors a turn names.
@@ -88,6 +93,11 @@ func (t *Turn) Workspace() string { return filepath.Join(t.Dir, "workspace") }
 // beside the workspace, so that a repository checked out there does not
 // see it.
 func (t *Turn) OutputDir() string { return filepath.Join(t.Dir, "output") }
+
+// Home is the run's own home folder, beside the workspace: the agent's
+// HOME where it is confined (a container, Landlock, another user), so
+// that it needs nothing of the machine's user's.
+func (t *Turn) Home() string { return filepath.Join(t.Dir, "home") }
 
 // PromptFile is PROMPT.md in the workspace.
 func (t *Turn) PromptFile() string { return filepath.Join(t.Workspace(), "PROMPT.md") }
