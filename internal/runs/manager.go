@@ -90,6 +90,9 @@ type Config struct {
 	// the change is durable (the write-back to where runs came from). It
 	// must not block.
 	Changed func(r *factory.Run)
+	// Output bounds the agents' status messages kept; nil: the defaults
+	// (runtime.DefaultOutputLimits).
+	Output *runtime.OutputLimits
 }
 
 // ErrExternalAuthentication is the error of a run that must reach its
@@ -142,6 +145,10 @@ type Manager struct {
 	// resumable are the runs in flight at start whose turns go on on
 	// workers: dispatch follows them before anything else.
 	resumable []string
+	// dropped counts the status messages of turns past their bounds, by
+	// attempt, until each turn ends.
+	outMu   sync.Mutex
+	dropped map[string]*runtime.Dropped
 }
 
 // activeTurn is a turn in flight: how to stop it, and where it runs.

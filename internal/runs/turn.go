@@ -193,24 +193,6 @@ func (m *Manager) started(id, attempt string, e runtime.Event) {
 	}
 }
 
-// message records a status message of a turn in flight. Messages are
-// written without waiting for the disk: a crash loses the last few, never
-// a state.
-func (m *Manager) message(id, attempt string, e runtime.Event) {
-	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
-		if !r.Live(attempt) {
-			return store.ErrNoChange
-		}
-		r.StatusMessage = &factory.StatusMessage{Message: e.Message}
-		r.UpdatedAt = e.Time
-		b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
-		return nil
-	})
-	if err != nil {
-		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
-	}
-}
-
 // note records a message of the server's own on a run's timeline,
 // whatever the run's state.
 func (m *Manager) note(id, msg string) {
@@ -263,6 +245,7 @@ func (m *Manager) pullRequests(id string) []factory.Artifact {
 
 // end records a turn's end, and logs an error recording it.
 func (m *Manager) end(id, attempt string, res runtime.Result) {
+	m.noteDropped(attempt, &res)
 	if err := m.finish(id, attempt, res, res.State == factory.StateError); err != nil {
 		m.cfg.Log.Error("recording the end of a run's turn", "run", id, "err", err)
 	}

@@ -284,9 +284,10 @@ type acpClient struct {
 	activity       chan struct{}
 	allow          bool
 
-	mu    sync.Mutex
-	text  strings.Builder    // agent message text not yet ended by a newline
-	links []factory.Artifact // the resource links the agent sent, as artifacts
+	mu       sync.Mutex
+	text     strings.Builder    // agent message text not yet ended by a newline
+	overlong bool               // the line in progress passed maxLine: its rest is dropped
+	links    []factory.Artifact // the resource links the agent sent, as artifacts
 }
 
 // maxServedFile bounds a file the agent reads through the client: a named
@@ -342,10 +343,32 @@ func (c *acpClient) touch() {
 
 func (c *acpClient) emit(msg string) {
 	if msg = strings.TrimSpace(msg); msg != "" {
-		if len(msg) > maxLine {
-			msg = msg[:maxLine]
+		c.events(Event{Time: time.Now().UTC(), Message: CutMessage(msg, maxLine)})
+	}
+}
+
+// addText takes a chunk of the agent's text: each line it ends is a
+// status message. What is held for a line's end is bounded: a line longer
+// than maxLine is reported cut, and the rest of it, up to its newline,
+// dropped (as an exec agent's over-long line is).
+func (c *acpClient) addText(chunk string) {
+	for chunk != "" {
+		line, rest, ended := strings.Cut(chunk, "\n")
+		chunk = rest
+		if !c.overlong {
+			c.text.WriteString(line[:min(len(line), maxLine+1-c.text.Len())])
 		}
-		c.events(Event{Time: time.Now().UTC(), Message: msg})
+		switch {
+		case ended && c.overlong:
+			c.overlong = false
+		case ended:
+			c.emit(c.text.String())
+			c.text.Reset()
+		case c.text.Len() > maxLine:
+			c.emit(c.text.String())
+			c.text.Reset()
+			c.overlong = true
+		}
 	}
 }
 
@@ -364,15 +387,7 @@ func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification
 	u := n.Update
 	switch {
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
-		c.text.WriteString(u.AgentMessageChunk.Content.Text.Text)
-		s := c.text.String()
-		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-			for _, line := range strings.Split(s[:i], "\n") {
-				c.emit(line)
-			}
-			c.text.Reset()
-			c.text.WriteString(s[i+1:])
-		}
+		c.addText(u.AgentMessageChunk.Content.Text.Text)
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.ResourceLink != nil:
 		c.link(u.AgentMessageChunk.Content.ResourceLink)
 	case u.ToolCall != nil:

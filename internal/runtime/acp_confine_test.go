@@ -114,3 +114,29 @@ func TestACPWorkspaceOpenedOnce(t *testing.T) {
 		t.Errorf("the write did not land in the turn's own workspace: %q %v", b, err)
 	}
 }
+
+// TestACPTextIsBounded is the attack of an ACP agent that streams its
+// text without a newline: what the client holds for a line's end stays
+// bounded, and every message it makes of the text is too.
+func TestACPTextIsBounded(t *testing.T) {
+	var longest, total int
+	c := &acpClient{activity: make(chan struct{}, 1), events: func(e Event) {
+		longest, total = max(longest, len(e.Message)), total+len(e.Message)
+	}}
+	chunk := strings.Repeat("x", 1<<10)
+	held := 0
+	for i := 0; i < 4<<10; i++ { // 4 MiB of one line
+		update := acp.SessionNotification{Update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(chunk)}}}
+		if err := c.SessionUpdate(context.Background(), update); err != nil {
+			t.Fatal(err)
+		}
+		held = max(held, c.text.Len())
+	}
+	c.flush()
+	if held > 64<<10 || longest > 16<<10+8 {
+		t.Errorf("the client held %d bytes of one line, and made a message of %d bytes", held, longest)
+	}
+	if total == 0 {
+		t.Errorf("nothing of the text was reported")
+	}
+}

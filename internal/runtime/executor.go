@@ -136,6 +136,9 @@ type Result struct {
 	// Links are the pull requests and references the agent named in its
 	// messages (the ACP executor reads them from resource links).
 	Links []factory.Artifact
+	// Dropped counts the status messages the turn's host dropped over the
+	// turn's bounds (a worker's: LimitOutput).
+	Dropped *Dropped `json:"dropped,omitempty"`
 }
 
 // Error codes of runs (docs/spec/platform-api.md, Errors).

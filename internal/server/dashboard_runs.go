@@ -90,16 +90,26 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) 
 	return nil
 }
 
-// runLive is the run's live part: its state, times, artifacts, timeline
-// and conversation.
+// runLive is the run's live part: its state, times, artifacts, and the
+// last page of its timeline and conversation (the API's timeline pages
+// through all of it).
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) error {
-	run, events, err := s.runWithEvents(r)
+	run, err := s.runOf(r)
 	if err != nil {
 		return err
 	}
+	from, events, conv, err := s.lastPage(run)
+	if err != nil {
+		return err
+	}
+	timeline := make([]factory.TimelineEvent, 0, len(events))
+	for i, e := range events {
+		if te, ok := factory.TimelineEntry(run.ID, from+i, e); ok {
+			timeline = append(timeline, te)
+		}
+	}
 	item := run.Item()
-	s.render(w, "runlive", map[string]any{"Run": &item, "Events": factory.Timeline(run.ID, events),
-		"Conversation": factory.BuildConversation(run, events)})
+	s.render(w, "runlive", map[string]any{"Run": &item, "Events": timeline, "Earlier": from, "Conversation": conv})
 	return nil
 }
 

@@ -312,14 +312,22 @@ func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
 // execute runs the turn in its folder on this machine with the worker's
 // backend: a container (docker) or a process group (direct); both lay the
 // folder out as every host does (runtime.LayOut).
-func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, string) {
+func (w *Worker) execute(ctx context.Context, a *Assignment) (res runtime.Result, outDir string) {
 	t := a.Turn
 	t.Dir = filepath.Join(w.Dir, "runs", a.RunID)
 	t.Command = ownCommand(t.Command, w.Docker != nil)
 	t.RunAs = nil
-	events := func(e runtime.Event) {
+	// The turn's status messages within its bounds (the agent's flood
+	// stops here, not in the events stream); the rest are counted in its
+	// result.
+	events, dropped := runtime.LimitOutput(func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
-	}
+	}, runtime.DefaultOutputLimits)
+	defer func() {
+		if d := dropped(); d.Messages > 0 {
+			res.Dropped = &d
+		}
+	}()
 	// The run is INPROGRESS from its agent's start (its setup is not).
 	// The agent's process group is noted beside the workspace until the
 	// turn ends: a worker that died under it kills it when it is back.
