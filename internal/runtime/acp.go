@@ -56,7 +56,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
-	proc, err := startAgent(cmd, t.RunAs, t.Started)
+	proc, err := startAgent(cmd, &t)
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}

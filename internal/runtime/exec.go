@@ -54,7 +54,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		"FACTORY_PROMPT_FILE="+t.PromptFile(),
 		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir(),
 		"FACTORY_FOLLOWUP="+t.FollowUp)
-	proc, err := startAgent(cmd, t.RunAs, t.Started)
+	proc, err := startAgent(cmd, &t)
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
@@ -156,7 +156,7 @@ func readLine(r *bufio.Reader) (string, error) {
 	line, isPrefix, err := r.ReadLine()
 	s := string(line)
 	if isPrefix {
-		s = CutMessage(s, maxLine)
+		s = CutMessage(s+"…", maxLine) // marked as cut
 	}
 	for isPrefix && err == nil {
 		_, isPrefix, err = r.ReadLine() // drop the rest of an over-long line

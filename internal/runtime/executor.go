@@ -73,6 +73,9 @@ type Turn struct {
 	// Started, when set, is told the agent's process group as soon as it
 	// has started (0 when it is not this machine's: a container's).
 	Started func(pid int) `json:"-"`
+	// Confine, when set, confines the agent and its setup commands to
+	// the run's own folders (Confinement; this machine's processes only).
+	Confine *Confinement `json:"-"`
 
 	// ws is the workspace as LayOut opened and checked it: the turn's
 	// every file operation in it goes through this root.

@@ -68,7 +68,7 @@ func LayOut(t *Turn) error {
 		return err
 	}
 	defer dir.Close()
-	for _, d := range []string{"workspace", "output", "home"} {
+	for _, d := range []string{"workspace", "output", "home", "tmp"} {
 		if err := makeDir(dir, d, t.RunAs); err != nil {
 			return err
 		}

@@ -19,35 +19,7 @@ func TestTimelineReadersArePaged(t *testing.T) {
 	id := createRun(t, h, map[string]any{"prompt": "flood"})
 	waitState(t, h, id, "SUCCEEDED")
 
-	type page struct {
-		Events   []map[string]any `json:"events"`
-		Turns    []map[string]any `json:"turns"`
-		PageInfo struct {
-			HasNextPage bool   `json:"has_next_page"`
-			NextCursor  string `json:"next_cursor"`
-		} `json:"page_info"`
-	}
-	read := func(path string) (pages []page) {
-		next := ""
-		for i := 0; i < 50; i++ {
-			q := path
-			if next != "" {
-				q += "?cursor=" + url.QueryEscape(next)
-			}
-			status, b := call(t, h, "GET", q, nil)
-			var p page
-			if status != 200 || json.Unmarshal(b, &p) != nil {
-				t.Fatalf("%s: %d %.300s", q, status, b)
-			}
-			pages = append(pages, p)
-			if !p.PageInfo.HasNextPage {
-				return pages
-			}
-			next = p.PageInfo.NextCursor
-		}
-		t.Fatalf("%s: no last page", path)
-		return nil
-	}
+	read := func(path string) []timelinePage { return readPages(t, h, path) }
 	seen := map[string]bool{}
 	lines := 0
 	for _, p := range read("/v1/agent/runs/" + id + "/timeline") {
@@ -100,4 +72,37 @@ func TestTimelineReadersArePaged(t *testing.T) {
 	if !strings.Contains(string(body), "line 1999") || strings.Contains(string(body), "line 3<") {
 		t.Errorf("the run's page does not show the last page")
 	}
+}
+
+// timelinePage is a page of a run's timeline or conversation.
+type timelinePage struct {
+	Events   []map[string]any `json:"events"`
+	Turns    []map[string]any `json:"turns"`
+	PageInfo struct {
+		HasNextPage bool   `json:"has_next_page"`
+		NextCursor  string `json:"next_cursor"`
+	} `json:"page_info"`
+}
+
+// readPages follows a run's paged reader from its first page to its last.
+func readPages(t *testing.T, h *harness, path string) (pages []timelinePage) {
+	next := ""
+	for i := 0; i < 50; i++ {
+		q := path
+		if next != "" {
+			q += "?cursor=" + url.QueryEscape(next)
+		}
+		status, b := call(t, h, "GET", q, nil)
+		var p timelinePage
+		if status != 200 || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("%s: %d %.300s", q, status, b)
+		}
+		pages = append(pages, p)
+		if !p.PageInfo.HasNextPage {
+			return pages
+		}
+		next = p.PageInfo.NextCursor
+	}
+	t.Fatalf("%s: no last page", path)
+	return nil
 }

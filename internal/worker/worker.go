@@ -40,6 +40,9 @@ type Worker struct {
 	// none.
 	Docker      *docker.Backend
 	DockerImage string
+	// Confine, when set, confines the direct backend's agents to their
+	// runs' folders (runtime.Confinement).
+	Confine *runtime.Confinement
 
 	outputs jetstream.ObjectStore // this worker's, nil without one
 	mu      sync.Mutex
@@ -340,6 +343,7 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (res runtime.Result
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
 	}
 	if w.Docker == nil {
+		t.Confine = w.Confine
 		return runtime.Here(ctx, t, runtime.ExecutorFor(&t), events), t.OutputDir()
 	}
 	defer t.Release()

@@ -1,0 +1,59 @@
+package runs
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"factory/internal/confine"
+)
+
+// Isolation says how the agents this process runs are kept from the server
+// and from each other: their confinement (Landlock, or none and why), and
+// a warning for each case where they are not (docs/security.md). serve
+// logs it at start; status shows it.
+type Isolation struct {
+	Confinement string   `json:"confinement"`
+	Confined    bool     `json:"confined"`
+	Warnings    []string `json:"warnings,omitempty"`
+}
+
+// Isolation is this manager's.
+func (m *Manager) Isolation() Isolation {
+	how, ok := confine.Describe()
+	iso := Isolation{Confinement: how, Confined: ok && m.cfg.Confinement != nil}
+	if ok && m.cfg.Confinement == nil {
+		iso.Confinement = "none: turned off (runtime.confine: false)"
+	}
+	var unconfined []string
+	byUser := map[uint32][]string{}
+	for _, name := range slices.Sorted(maps.Keys(m.cfg.Environments)) {
+		env := m.cfg.Environments[name]
+		confined := iso.Confined && !env.Unconfined
+		switch {
+		case env.RunAs != nil && !confined:
+			byUser[env.RunAs.Uid] = append(byUser[env.RunAs.Uid], name)
+		case env.RunAs == nil && !confined:
+			unconfined = append(unconfined, name)
+		case env.RunAs == nil && os.Geteuid() == 0:
+			iso.Warnings = append(iso.Warnings, fmt.Sprintf("environment %s: its agents run as root, the server's user: confined to their "+
+				"folders, they still read other processes' environments through /proc (root may trace any process); run the server as a user of its own", name))
+		}
+	}
+	if len(unconfined) > 0 {
+		iso.Warnings = append(iso.Warnings, fmt.Sprintf("environments %s: their agents run as the server's user, unconfined: each can read "+
+			"the data directory (its keys, its store), every run's workspace, and the server's environment; give them a user: or a kernel with Landlock",
+			strings.Join(unconfined, ", ")))
+	}
+	for _, uid := range slices.Sorted(maps.Keys(byUser)) {
+		names := byUser[uid]
+		if len(names) > 1 || m.cfg.MaxConcurrent > 1 {
+			iso.Warnings = append(iso.Warnings, fmt.Sprintf("environments %s run their agents as user %d, unconfined: runs that share a "+
+				"user share everything: each reads the others' workspaces and, through /proc, their environments and secrets",
+				strings.Join(names, ", "), uid))
+		}
+	}
+	return iso
+}
