@@ -163,6 +163,9 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
+		}, Isolation: func(h string) string {
+			env, _ := runs.HarnessEnvironment(h)
+			return runs.EnvironmentIsolation(env)
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

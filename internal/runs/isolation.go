@@ -57,3 +57,35 @@ func (m *Manager) Isolation() Isolation {
 	}
 	return iso
 }
+
+// EnvironmentIsolation is the warning that applies to an environment's
+// runs ("environment NAME: ..."), or "" when they are kept from the
+// server's files and from each other: for a plan that names the agents
+// they would run.
+func (m *Manager) EnvironmentIsolation(name string) string {
+	env, ok := m.cfg.Environments[name]
+	_, landlock := confine.Describe()
+	if !ok || landlock && m.cfg.Confinement != nil && !env.Unconfined {
+		return ""
+	}
+	if env.RunAs == nil {
+		return fmt.Sprintf("environment %s: its agents run as the server's user, unconfined: each can read the data directory "+
+			"(its keys, its store) and every run's workspace", name)
+	}
+	var sharing []string
+	for other, e := range m.cfg.Environments {
+		if other != name && e.RunAs != nil && e.RunAs.Uid == env.RunAs.Uid {
+			sharing = append(sharing, other)
+		}
+	}
+	if len(sharing) == 0 && m.cfg.MaxConcurrent <= 1 {
+		return ""
+	}
+	slices.Sort(sharing)
+	with := "runs of it at the same time"
+	if len(sharing) > 0 {
+		with = "environments " + strings.Join(sharing, ", ") + " and runs of it at the same time"
+	}
+	return fmt.Sprintf("environment %s: its agents run as user %d, unconfined, shared with %s: runs that share a user share "+
+		"everything: each reads the others' workspaces and, through /proc, their environments and secrets", name, env.RunAs.Uid, with)
+}

@@ -27,11 +27,18 @@ func TestIsolationSaysWhatIsShared(t *testing.T) {
 		!strings.Contains(all, "environments mine: their agents run as the server's user, unconfined") {
 		t.Errorf("unconfined: %+v", unconfined)
 	}
+	if w := runs.NewManager(runs.Config{DataDir: t.TempDir(), Environments: envs, Unconfined: true}).EnvironmentIsolation("a"); !strings.Contains(w,
+		"environment a: its agents run as user 65534, unconfined, shared with environments b and runs of it at the same time") {
+		t.Errorf("unconfined, environment a: %q", w)
+	}
 	if confine.ABI() == 0 {
 		t.Skip("this kernel has no Landlock: agents cannot be confined here")
 	}
 	confined := runs.NewManager(runs.Config{DataDir: t.TempDir(), Environments: envs}).Isolation()
 	if !confined.Confined || strings.Contains(strings.Join(confined.Warnings, "\n"), "share everything") {
 		t.Errorf("confined: %+v", confined)
+	}
+	if w := runs.NewManager(runs.Config{DataDir: t.TempDir(), Environments: envs}).EnvironmentIsolation("a"); w != "" {
+		t.Errorf("confined, environment a: %q", w)
 	}
 }
