@@ -35,6 +35,9 @@ type Dispatcher struct {
 	// Claim records a worker's claim of a turn (the run manager's, which
 	// owns the run's state); an error refuses it. Set before Start.
 	Claim func(runID, attempt, worker string) error
+	// Allowed, when set, says whether a worker's claims and events are
+	// taken (it is not revoked): those of a revoked worker are dropped.
+	Allowed func(worker string) bool
 
 	mu      sync.Mutex
 	waiting map[string]chan worker.Event // by attempt
@@ -146,7 +149,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			// Who sent it is the subject it came on (a worker may
 			// publish on its own only), never what the event says.
 			e.Worker = strings.TrimPrefix(m.Subject(), "factory.events.")
-			d.route(e)
+			if d.allowed(e.Worker) {
+				d.route(e)
+			}
 		}
 		_ = m.Ack()
 	})
@@ -176,6 +181,8 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	switch err := json.Unmarshal(m.Data, &req); {
 	case err != nil || req.RunID == "" || req.Attempt == "":
 		ans = worker.ClaimAnswer{Reason: "not a claim"}
+	case !d.allowed(name):
+		ans = worker.ClaimAnswer{Reason: "worker " + name + " is revoked"}
 	case claim == nil:
 		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet", Retry: true}
 	default:
@@ -189,6 +196,11 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	}
 	b, _ := json.Marshal(ans)
 	_ = m.Respond(b)
+}
+
+// allowed says whether what comes in a worker's name is taken.
+func (d *Dispatcher) allowed(name string) bool {
+	return d.Allowed == nil || d.Allowed(name)
 }
 
 func (d *Dispatcher) route(e worker.Event) {
