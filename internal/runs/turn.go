@@ -284,6 +284,14 @@ func (m *Manager) finish(id, attempt string, res runtime.Result, retryable bool)
 	return nil
 }
 
+// Owns says whether a turn on the workers is live: the run's current
+// attempt, offered or claimed, not stopped. What a worker says of any
+// other turn is not held for it.
+func (m *Manager) Owns(runID, attempt string) bool {
+	r, err := m.cfg.Store.Run(runID)
+	return err == nil && r.Current != nil && r.Current.Attempt == attempt && r.Current.Remote && !r.Current.Stopped && inFlight(r)
+}
+
 // inFlight reports whether a run's current turn may still end it: claimed
 // or running, or offered to the workers and not claimed yet.
 func inFlight(r *factory.Run) bool {

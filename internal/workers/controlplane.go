@@ -133,6 +133,15 @@ func (cp *ControlPlane) Stop() { cp.stop() }
 // Host is the run manager's host for turns on workers.
 func (cp *ControlPlane) Host() *Dispatcher { return cp.disp }
 
+// SetOwner sets what says whether a turn on the workers is live (the run
+// manager's Owns): events of a turn nobody follows are held only for one
+// that is.
+func (cp *ControlPlane) SetOwner(owns func(runID, attempt string) bool) {
+	cp.disp.mu.Lock()
+	cp.disp.Owner = owns
+	cp.disp.mu.Unlock()
+}
+
 // SetClaim sets what records workers' claims (the run manager's Claim):
 // until then, every claim is refused and its turn stays queued.
 func (cp *ControlPlane) SetClaim(claim func(runID, attempt, worker string) error) {
