@@ -21,7 +21,9 @@ func TestPlanWarnsOfSharedUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := func(string) bool { return true }
-	shared := func(h string) string { return "environment default: its agents run as user 65534, unconfined, shared with runs of it" }
+	shared := func(h string) string {
+		return "environment default: its agents run as user 65534, unconfined, shared with runs of it"
+	}
 	ds := reconciler.HarnessWarnings(c.Desired, runs, shared)
 	if len(ds) != 1 || !strings.Contains(ds[0].String(), "agent lead runs on the oz harness, in environment default: its agents run as user 65534") {
 		t.Errorf("warnings %v", ds)
