@@ -140,3 +140,26 @@ func TestACPTextIsBounded(t *testing.T) {
 		t.Errorf("nothing of the text was reported")
 	}
 }
+
+// FuzzACPText: however an agent cuts its text into chunks, the client
+// holds at most one bounded line, and every message it makes is bounded.
+func FuzzACPText(f *testing.F) {
+	for _, s := range []string{"a\nb\n", strings.Repeat("x", 20000) + "\nshort\n", "\n\n\r\n", "é€\n"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, in string, chunk int) {
+		chunk = max(1, chunk%(1<<15))
+		c := &acpClient{activity: make(chan struct{}, 1), events: func(e Event) {
+			if len(e.Message) > maxLine || e.Message == "" || strings.Contains(e.Message, "\n") {
+				t.Fatalf("a message of %d bytes: %q", len(e.Message), e.Message)
+			}
+		}}
+		for b := in; b != ""; b = b[min(chunk, len(b)):] {
+			c.addText(b[:min(chunk, len(b))])
+			if c.text.Len() > maxLine+1 {
+				t.Fatalf("%d bytes held for a line's end", c.text.Len())
+			}
+		}
+		c.flush()
+	})
+}
