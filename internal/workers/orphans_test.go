@@ -74,7 +74,8 @@ func TestOrphanEventsAreBounded(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("publishing timed out")
 	}
-	time.Sleep(time.Second) // consumed
+	jsOwn, _ := jetstream.New(own(t, cp))
+	consumed(t, ctx, jsOwn)
 	events, bytes := cp.Host().Orphans()
 	if events > 202 || bytes > 2<<20 {
 		t.Errorf("the dispatcher holds %d events (%d bytes) of turns nobody follows", events, bytes)
@@ -84,7 +85,6 @@ func TestOrphanEventsAreBounded(t *testing.T) {
 	if res.State != factory.StateSucceeded {
 		t.Errorf("the live turn's end was lost: %+v", res)
 	}
-	jsOwn, _ := jetstream.New(own(t, cp))
 	info, err := jsOwn.Stream(ctx, worker.EventsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -92,5 +92,24 @@ func TestOrphanEventsAreBounded(t *testing.T) {
 	c := info.CachedInfo().Config
 	if c.MaxBytes <= 0 || c.MaxMsgs <= 0 || c.MaxMsgsPerSubject <= 0 || c.MaxMsgSize <= 0 {
 		t.Errorf("the events stream is not bounded: %d bytes, %d messages, %d per worker, %d a message", c.MaxBytes, c.MaxMsgs, c.MaxMsgsPerSubject, c.MaxMsgSize)
+	}
+}
+
+// consumed waits until the control plane has taken every event of the
+// stream.
+func consumed(t *testing.T, ctx context.Context, js jetstream.JetStream) {
+	t.Helper()
+	for {
+		c, err := js.Consumer(ctx, worker.EventsStream, "control-plane")
+		if err == nil {
+			if info, err := c.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the control plane did not take the events")
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
