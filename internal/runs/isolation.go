@@ -43,19 +43,27 @@ func (m *Manager) Isolation() Isolation {
 		}
 	}
 	if len(unconfined) > 0 {
-		iso.Warnings = append(iso.Warnings, fmt.Sprintf("environments %s: their agents run as the server's user, unconfined: each can read "+
-			"the data directory (its keys, its store), every run's workspace, and the server's environment; give them a user: or a kernel with Landlock",
-			strings.Join(unconfined, ", ")))
+		iso.Warnings = append(iso.Warnings, fmt.Sprintf("%s: agents run as the server's user, unconfined: each can read "+
+			"the data directory (its keys, its store) and every run's workspace; confine them (Landlock) or give them a user:",
+			environments(unconfined)))
 	}
 	for _, uid := range slices.Sorted(maps.Keys(byUser)) {
 		names := byUser[uid]
 		if len(names) > 1 || m.cfg.MaxConcurrent > 1 {
-			iso.Warnings = append(iso.Warnings, fmt.Sprintf("environments %s run their agents as user %d, unconfined: runs that share a "+
+			iso.Warnings = append(iso.Warnings, fmt.Sprintf("%s: agents run as user %d, unconfined: runs that share a "+
 				"user share everything: each reads the others' workspaces and, through /proc, their environments and secrets",
-				strings.Join(names, ", "), uid))
+				environments(names), uid))
 		}
 	}
 	return iso
+}
+
+// environments names environments in a warning.
+func environments(names []string) string {
+	if len(names) == 1 {
+		return "environment " + names[0]
+	}
+	return "environments " + strings.Join(names, ", ")
 }
 
 // EnvironmentIsolation is the warning that applies to an environment's

@@ -23,8 +23,8 @@ func TestIsolationSaysWhatIsShared(t *testing.T) {
 	}
 	unconfined := runs.NewManager(runs.Config{DataDir: t.TempDir(), Environments: envs, Unconfined: true}).Isolation()
 	all := strings.Join(unconfined.Warnings, "\n")
-	if unconfined.Confined || !strings.Contains(all, "environments a, b run their agents as user 65534, unconfined: runs that share a user share everything") ||
-		!strings.Contains(all, "environments mine: their agents run as the server's user, unconfined") {
+	if unconfined.Confined || !strings.Contains(all, "environments a, b: agents run as user 65534, unconfined: runs that share a user share everything") ||
+		!strings.Contains(all, "environment mine: agents run as the server's user, unconfined") {
 		t.Errorf("unconfined: %+v", unconfined)
 	}
 	if w := runs.NewManager(runs.Config{DataDir: t.TempDir(), Environments: envs, Unconfined: true}).EnvironmentIsolation("a"); !strings.Contains(w,
