@@ -99,6 +99,9 @@ type ConversationTurn struct {
 	EndedAt   *time.Time            `json:"ended_at"`
 	State     RunState              `json:"state,omitempty"`
 	Messages  []ConversationMessage `json:"messages"`
+	// Continued marks a turn that began on an earlier page of the
+	// conversation (its prompt is there).
+	Continued bool `json:"continued,omitempty"`
 }
 
 // ConversationMessage is one entry of a turn: role user, agent, tool or
@@ -114,8 +117,34 @@ type ConversationMessage struct {
 // Follow-ups appear when their turn starts (a queued one is not yet part
 // of the conversation).
 func BuildConversation(r *Run, events []*RunEvent) Conversation {
+	c, _ := BuildConversationPage(r, events, ConversationState{})
+	return c
+}
+
+// ConversationState is where a page of a conversation ends: the turn then
+// in progress, which the next page continues (it travels in the page's
+// cursor).
+type ConversationState struct {
+	Turn       int        `json:"t,omitempty"` // its index; 0 before the first
+	StartedAt  *time.Time `json:"s,omitempty"`
+	EndedAt    *time.Time `json:"e,omitempty"`
+	State      RunState   `json:"st,omitempty"`
+	Dispatched bool       `json:"d,omitempty"`
+}
+
+// BuildConversationPage reads a page of a run's conversation from a page
+// of its timeline that begins where from says the last one ended: a turn
+// in progress there is the page's first, Continued (its prompt was on an
+// earlier page), unless nothing of it is on this one. It returns where the
+// page ends.
+func BuildConversationPage(r *Run, events []*RunEvent, from ConversationState) (Conversation, ConversationState) {
 	c := Conversation{RunID: r.ID, ConversationID: r.Conversation(), Turns: []ConversationTurn{}}
 	var cur *ConversationTurn
+	if from.Turn > 0 {
+		c.Turns = append(c.Turns, ConversationTurn{Index: from.Turn, Continued: true, StartedAt: from.StartedAt, EndedAt: from.EndedAt,
+			State: from.State, Messages: []ConversationMessage{}})
+		cur = &c.Turns[0]
+	}
 	add := func(role, kind, text string, at time.Time) {
 		if cur != nil {
 			cur.Messages = append(cur.Messages, ConversationMessage{Role: role, Kind: kind, Text: text, OccurredAt: at})
@@ -123,7 +152,7 @@ func BuildConversation(r *Run, events []*RunEvent) Conversation {
 	}
 	// A turn on a worker opens when it is handed over (dispatched), and
 	// starts when its agent does; a turn here opens as it starts.
-	dispatched := false
+	dispatched := from.Dispatched
 	for _, e := range events {
 		switch e.Kind {
 		case "created":
@@ -131,13 +160,13 @@ func BuildConversation(r *Run, events []*RunEvent) Conversation {
 			cur = &c.Turns[len(c.Turns)-1]
 			add("user", "prompt", r.Prompt, e.Time)
 		case "dispatched", "started":
-			if e.Kind == "started" && dispatched {
+			if e.Kind == "started" && dispatched && cur != nil {
 				at := e.Time
 				cur.StartedAt, dispatched = &at, false
 				continue
 			}
 			if cur == nil || cur.StartedAt != nil || cur.EndedAt != nil {
-				c.Turns = append(c.Turns, ConversationTurn{Index: len(c.Turns) + 1, Prompt: e.Message, Messages: []ConversationMessage{}})
+				c.Turns = append(c.Turns, ConversationTurn{Index: nextIndex(cur), Prompt: e.Message, Messages: []ConversationMessage{}})
 				cur = &c.Turns[len(c.Turns)-1]
 				if e.Message != "" {
 					add("user", "followup", e.Message, e.Time)
@@ -159,8 +188,27 @@ func BuildConversation(r *Run, events []*RunEvent) Conversation {
 			}
 		}
 	}
+	end := ConversationState{Dispatched: dispatched}
+	if cur != nil {
+		end.Turn, end.StartedAt, end.EndedAt, end.State = cur.Index, cur.StartedAt, cur.EndedAt, cur.State
+	}
+	if len(c.Turns) > 0 && c.Turns[0].Continued && len(c.Turns[0].Messages) == 0 && sameTime(c.Turns[0].StartedAt, from.StartedAt) {
+		c.Turns = c.Turns[1:] // nothing of it on this page
+	}
 	c.Steps = StepsOf(r.ID, c.Turns)
-	return c
+	return c, end
+}
+
+// nextIndex is the index of the turn after cur.
+func nextIndex(cur *ConversationTurn) int {
+	if cur == nil {
+		return 1
+	}
+	return cur.Index + 1
+}
+
+func sameTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
 }
 
 // messageRole tells a status message's speaker from the prefixes the

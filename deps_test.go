@@ -46,22 +46,23 @@ func TestDependencies(t *testing.T) {
 	// The heavy dependencies each stay in their room: the store, the git
 	// source (and its test helper), the watcher, the runtime's client side
 	// of ACP (and the demo agent's agent side), the schema validator, NATS,
-	// the Docker client.
+	// the Docker client, Landlock.
 	rooms := map[string][]string{
-		"github.com/cockroachdb/pebble":               {"factory/internal/store"},
-		"github.com/go-git/go-git/v5":                 {"factory/internal/reconciler/gitsource", "factory/internal/reconciler/gitsource/gittest"},
-		"github.com/fsnotify/fsnotify":                {"factory/internal/reconciler/watch"},
-		"github.com/coder/acp-go-sdk":                 {"factory/internal/runtime", "factory/cmd/factory"},
-		"github.com/santhosh-tekuri/jsonschema/v5":    {"factory/internal/schema", "factory/internal/apicheck"},
-		"github.com/google/go-github/v88/github":      {"factory/internal/codehost/github"},
-		"github.com/bradleyfalzon/ghinstallation/v2":  {"factory/internal/codehost/github"},
-		"gitlab.com/gitlab-org/api/client-go":         {"factory/internal/codehost/gitlab"},
-		"github.com/nats-io/nats-server/v2/server":    {"factory/internal/workers"},
-		"github.com/nats-io/nats.go":                  {"factory/internal/workers", "factory/internal/worker"},
-		"github.com/nats-io/nats.go/jetstream":        {"factory/internal/workers", "factory/internal/worker"},
-		"github.com/moby/moby/client":                 {"factory/internal/docker", "factory/internal/docker/dockertest"},
-		"github.com/modelcontextprotocol/go-sdk/mcp":  {"factory/internal/mcpserver", "factory/cmd/factory"},
-		"github.com/modelcontextprotocol/go-sdk/auth": {"factory/internal/mcpserver"},
+		"github.com/cockroachdb/pebble":                {"factory/internal/store"},
+		"github.com/go-git/go-git/v5":                  {"factory/internal/reconciler/gitsource", "factory/internal/reconciler/gitsource/gittest"},
+		"github.com/fsnotify/fsnotify":                 {"factory/internal/reconciler/watch"},
+		"github.com/coder/acp-go-sdk":                  {"factory/internal/runtime", "factory/cmd/factory"},
+		"github.com/santhosh-tekuri/jsonschema/v5":     {"factory/internal/schema", "factory/internal/apicheck"},
+		"github.com/google/go-github/v88/github":       {"factory/internal/codehost/github"},
+		"github.com/bradleyfalzon/ghinstallation/v2":   {"factory/internal/codehost/github"},
+		"gitlab.com/gitlab-org/api/client-go":          {"factory/internal/codehost/gitlab"},
+		"github.com/nats-io/nats-server/v2/server":     {"factory/internal/workers"},
+		"github.com/nats-io/nats.go":                   {"factory/internal/workers", "factory/internal/worker"},
+		"github.com/nats-io/nats.go/jetstream":         {"factory/internal/workers", "factory/internal/worker"},
+		"github.com/moby/moby/client":                  {"factory/internal/docker", "factory/internal/docker/dockertest"},
+		"github.com/modelcontextprotocol/go-sdk/mcp":   {"factory/internal/mcpserver", "factory/cmd/factory"},
+		"github.com/modelcontextprotocol/go-sdk/auth":  {"factory/internal/mcpserver"},
+		"github.com/landlock-lsm/go-landlock/landlock": {"factory/internal/confine"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {

@@ -67,4 +67,25 @@ const (
 	// schedules.maxWithoutFactory).
 	MaxSchedulesPerFactory     = 100
 	MaxSchedulesWithoutFactory = 100
+	// MaxMessageBytes, MaxTurnMessages, MaxTurnMessageBytes,
+	// MaxRunMessages and MaxRunMessageBytes bound what an agent's output
+	// makes the server keep (docs/security.md): a status message (a line
+	// of an exec agent's stdout, a line of an ACP agent's text) is cut at
+	// MaxMessageBytes; a turn keeps at most MaxTurnMessages of them and
+	// MaxTurnMessageBytes in all, a run MaxRunMessages and
+	// MaxRunMessageBytes; the rest are dropped, said once on the timeline
+	// and counted in the turn's end. (122 MB of output once made a store
+	// of 1.2 GB and a timeline of 1.46 GB.)
+	MaxMessageBytes     = 16 << 10
+	MaxTurnMessages     = 5_000
+	MaxTurnMessageBytes = 4 << 20
+	MaxRunMessages      = 20_000
+	MaxRunMessageBytes  = 16 << 20
+	// TimelinePage is the most entries one read of a run's timeline or
+	// conversation returns (the API's limit, the dashboard's run page).
+	TimelinePage = 500
 )
+
+// OutputLimited heads the timeline's note that a turn's status messages
+// passed their bounds and the rest are not kept.
+const OutputLimited = "[output limit] "

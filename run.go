@@ -122,6 +122,10 @@ type Run struct {
 	Turns int `json:"turns"`
 	// Events counts the run's timeline entries (the next one's number).
 	Events int `json:"event_count"`
+	// Messages and MessageBytes count the status messages the run kept,
+	// in all its turns (MaxRunMessages, MaxRunMessageBytes).
+	Messages     int   `json:"messages,omitempty"`
+	MessageBytes int64 `json:"message_bytes,omitempty"`
 	// Process is the agent process of the turn in progress, so that a
 	// server that died under it can kill what is left at its next start.
 	Process *ProcessRef `json:"process,omitempty"`
@@ -193,6 +197,11 @@ type TurnRecord struct {
 	FollowUp string `json:"follow_up,omitempty"`
 	Remote   bool   `json:"remote,omitempty"`
 	Stopped  bool   `json:"stopped,omitempty"`
+	// Messages and MessageBytes count the turn's status messages kept;
+	// Limited says they reached a bound (the rest are dropped).
+	Messages     int   `json:"messages,omitempty"`
+	MessageBytes int64 `json:"message_bytes,omitempty"`
+	Limited      bool  `json:"limited,omitempty"`
 }
 
 // Live reports whether the turn of attempt is the run's current one and

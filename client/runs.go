@@ -103,12 +103,38 @@ func (c *Client) CancelRun(ctx context.Context, id string, opts ...Option) (stri
 // RunEvent is one entry of a run's timeline.
 type RunEvent = factory.RunEvent
 
-// Timeline reads a run's timeline, oldest first.
+// Timeline reads a run's whole timeline, oldest first, a page at a time.
 func (c *Client) Timeline(ctx context.Context, id string, opts ...Option) ([]RunEvent, error) {
-	var out struct {
-		Events []RunEvent `json:"events"`
+	var all []RunEvent
+	cursor := ""
+	for {
+		events, next, more, err := c.TimelinePage(ctx, id, cursor, opts...)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, events...)
+		if !more || next == "" {
+			return all, nil
+		}
+		cursor = next
 	}
-	return out.Events, c.Do(ctx, http.MethodGet, "/v1/agent/runs/"+url.PathEscape(id)+"/timeline", nil, &out, opts...)
+}
+
+// TimelinePage reads one page of a run's timeline, from cursor ("" for the
+// first): its events, the cursor of what comes after them (given also
+// for the last page, to read what a run in progress adds later), and
+// whether more are there now.
+func (c *Client) TimelinePage(ctx context.Context, id, cursor string, opts ...Option) (events []RunEvent, next string, more bool, err error) {
+	var out struct {
+		Events   []RunEvent       `json:"events"`
+		PageInfo factory.PageInfo `json:"page_info"`
+	}
+	path := "/v1/agent/runs/" + url.PathEscape(id) + "/timeline"
+	if cursor != "" {
+		path += "?cursor=" + url.QueryEscape(cursor)
+	}
+	err = c.Do(ctx, http.MethodGet, path, nil, &out, opts...)
+	return out.Events, out.PageInfo.NextCursor, out.PageInfo.HasNextPage, err
 }
 
 // LimitQuery is a query with a limit, for convenience.

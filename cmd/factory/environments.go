@@ -28,6 +28,9 @@ type runtimeConfig struct {
 	MaxConcurrentRuns  int               `json:"maxConcurrentRuns"`
 	DefaultEnvironment string            `json:"defaultEnvironment"`
 	Harnesses          map[string]string `json:"harnesses"`
+	// Confine confines every agent of this process to its run's folders
+	// (Landlock, where the kernel has it): true unless set false.
+	Confine *bool `json:"confine"`
 }
 
 type environmentConfig struct {
@@ -40,6 +43,11 @@ type environmentConfig struct {
 	// CAP_SETUID and CAP_SETGID): the data directory's keys are then out
 	// of their reach.
 	User string `json:"user"`
+	// Confine false runs this environment's agents unconfined; ReadOnly
+	// are more paths its confined agents read (where its harness is
+	// installed, beyond the folders of the programs its command names).
+	Confine  *bool    `json:"confine"`
+	ReadOnly []string `json:"readOnly"`
 }
 
 // runManager builds the run manager of a server from its configuration:
@@ -55,7 +63,12 @@ func maxConcurrentRuns(cfg *server.FileConfig) int {
 	return rc.MaxConcurrentRuns
 }
 
-func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, log *slog.Logger, hosts func(*runs.Config)) (*runs.Manager, error) {
+// runManager builds the run manager of a server from its configuration:
+// the environments it defines, or the built-in demo environment. hidden
+// are paths no agent may reach besides the data directory (the
+// configuration file, credentials files); hosts, when set, gives it the
+// workers as a host of turns. It logs how its agents are confined.
+func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dataDir string, hidden []string, log *slog.Logger, hosts func(*runs.Config)) (*runs.Manager, error) {
 	var rc runtimeConfig
 	if len(cfg.Runtime) > 0 {
 		if err := json.Unmarshal(cfg.Runtime, &rc); err != nil {
@@ -75,28 +88,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		d := defs[name]
-		env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
-		if d.Executor == "acp" {
-			env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
-		}
-		for k, v := range d.Env {
-			env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
-		}
-		sort.Strings(env.Env)
-		if d.User != "" {
-			cred, err := credentialOf(d.User)
-			if err != nil {
-				return nil, fmt.Errorf("environment %s: user: %w", name, err)
-			}
-			env.RunAs = cred
-		}
-		if d.Timeout != "" {
-			t, err := time.ParseDuration(d.Timeout)
-			if err != nil {
-				return nil, fmt.Errorf("environment %s: timeout: %w", name, err)
-			}
-			env.Timeout = t
+		env, err := environmentOf(name, defs[name])
+		if err != nil {
+			return nil, err
 		}
 		envs[name] = env
 	}
@@ -125,11 +119,46 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	}
 	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
-		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }}
+		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) },
+		Unconfined:  rc.Confine != nil && !*rc.Confine, Confinement: &runtime.Confinement{Hidden: hidden}}
 	if hosts != nil {
 		hosts(&c)
 	}
-	return runs.NewManager(c), nil
+	m := runs.NewManager(c)
+	iso := m.Isolation()
+	log.Info("agents", "confinement", iso.Confinement)
+	for _, w := range iso.Warnings {
+		log.Warn("agents: " + w)
+	}
+	return m, nil
+}
+
+// environmentOf is the environment a configuration defines.
+func environmentOf(name string, d environmentConfig) (runs.Environment, error) {
+	env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
+	if d.Executor == "acp" {
+		env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
+	}
+	for k, v := range d.Env {
+		env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
+	}
+	sort.Strings(env.Env)
+	if d.User != "" {
+		cred, err := credentialOf(d.User)
+		if err != nil {
+			return env, fmt.Errorf("environment %s: user: %w", name, err)
+		}
+		env.RunAs = cred
+	}
+	env.Unconfined, env.ReadOnly = d.Confine != nil && !*d.Confine, d.ReadOnly
+	if d.Timeout != "" {
+		t, err := time.ParseDuration(d.Timeout)
+		if err != nil {
+			return env, fmt.Errorf("environment %s: timeout: %w", name, err)
+		}
+		env.Timeout = t
+	}
+	return env, nil
 }
 
 // selfPath is this binary, as an absolute path: runs execute in their

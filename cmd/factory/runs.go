@@ -295,21 +295,27 @@ func (a *app) printEvent(e client.RunEvent) {
 
 // pollRun is followRun by polling the timeline.
 func (a *app) pollRun(cmd *cobra.Command, c *client.Client, id string) error {
-	printed := 0
+	cursor, last := "", ""
 	for {
-		events, err := c.Timeline(cmd.Context(), id)
+		events, next, more, err := c.TimelinePage(cmd.Context(), id, cursor)
 		if err != nil {
 			return apiError(err)
 		}
-		for _, e := range events[printed:] {
+		for _, e := range events {
 			a.printEvent(e)
+			last = e.Kind
 		}
-		printed = len(events)
+		if next != "" {
+			cursor = next
+		}
+		if more {
+			continue
+		}
 		r, err := c.GetRun(cmd.Context(), id)
 		if err != nil {
 			return apiError(err)
 		}
-		if r.Terminal() && len(events) > 0 && events[len(events)-1].Kind == "finished" {
+		if r.Terminal() && last == "finished" {
 			if r.State != "SUCCEEDED" {
 				return exitCode(1)
 			}

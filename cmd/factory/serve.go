@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory/internal/backup"
+	"factory/internal/confine"
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
@@ -136,7 +137,13 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	defer cp.close()
 	hosts := codeHosts(cfg, s, kr, log)
 	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
+	// The server's own memory and environment are out of its agents'
+	// reach (a process that cannot be dumped cannot be read through /proc
+	// by another of its user), and so are its configuration and its NATS
+	// credentials files (hidden from confined agents).
+	confine.HideProcess()
+	hidden := []string{o.config, o.workers.natsAuth.creds, o.workers.natsAuth.nkey, o.workers.natsAuth.passwordFile}
+	runs, err := runManager(cfg, s, kr, a.dataDir(), hidden, log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
 	if err != nil {
 		ln.Close()
 		return err
@@ -161,6 +168,9 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
+		}, Isolation: func(h string) string {
+			env, _ := runs.HarnessEnvironment(h)
+			return runs.EnvironmentIsolation(env)
 		}}, log)
 	return srv.Run(cmd.Context(), ln)
 }

@@ -11,6 +11,7 @@ import (
 
 	"factory"
 	"factory/client"
+	"factory/internal/runs"
 	"factory/internal/workers"
 
 	"github.com/spf13/cobra"
@@ -63,6 +64,7 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	}
 	ws, natsURL := a.statusWorkers(cmd.Context())
 	bs := a.statusBackups(cmd.Context())
+	iso := a.statusIsolation(cmd.Context())
 	if o.output == "json" {
 		out := map[string]any{"factories": sts}
 		if ws != nil {
@@ -70,6 +72,9 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		}
 		if bs != nil {
 			out["backups"] = bs
+		}
+		if iso != nil {
+			out["agents"] = iso
 		}
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
@@ -87,7 +92,34 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	}
 	printWorkers(a.stdout, ws, natsURL)
 	printBackups(a.stdout, bs)
+	printIsolation(a.stdout, iso)
 	return waitErr
+}
+
+// statusIsolation is how the running server's agents are confined, nil
+// when no server answers (or the key may not ask).
+func (a *app) statusIsolation(ctx context.Context) *runs.Isolation {
+	c := a.remote()
+	if c == nil {
+		return nil
+	}
+	var out runs.Isolation
+	if err := c.Do(ctx, "GET", "/v1/admin/isolation", nil, &out, client.WithMaxRetries(0)); err != nil {
+		return nil
+	}
+	return &out
+}
+
+// printIsolation says how the server's agents are confined, and each
+// warning of it.
+func printIsolation(w io.Writer, iso *runs.Isolation) {
+	if iso == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nAgents: confinement %s\n", iso.Confinement)
+	for _, warning := range iso.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warning)
+	}
 }
 
 // statusWorkers are the workers of the server status goes through, when it

@@ -200,6 +200,7 @@ func (cp *controlPlane) hosts(c *runs.Config) {
 func (cp *controlPlane) claims(m *runs.Manager) {
 	if cp != nil {
 		cp.SetClaim(m.Claim)
+		cp.SetOwner(m.Owns)
 	}
 }
 
@@ -219,6 +220,7 @@ func (cp *controlPlane) close() {
 
 func (a *app) workerCmd() *cobra.Command {
 	var credsFile string
+	credsFD, confined := -1, true
 	var o worker.Options
 	var auth natsAuth
 	cmd := &cobra.Command{
@@ -238,9 +240,14 @@ or password is refused: every local user can read a command line.
 With --backend docker, each run executes in a container of its own, through the Docker
 Engine API (DOCKER_HOST, else the daemon's default socket): the image is the run's runner's
 platform.linux.dockerImage (else --docker-image), its CPU and memory limits the runner's
-instanceShape, the runner's setupCommands run inside it first, and the run's folder is
-mounted at /factory (the workspace at /factory/workspace). The agent runs as the worker's
-user and sees its own environment only. The host's network is never offered.
+instanceShape, the runner's setupCommands run inside it first, and the run's workspace,
+output folder and home are mounted at /factory/workspace, /factory/output and /factory/home
+(the turn's script read-only at /factory/harness). The agent runs as the worker's user and
+sees its own environment only. The host's network is never offered.
+
+With --backend direct, each agent is confined (Landlock, where the kernel has it) to its
+run's folders and the machine's programs: the worker's data directory and credentials are
+out of its reach. Once read, the --creds file's path leaves the worker's command line.
 
 SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have ended.`,
 		Example: `  factory workers create builder-1 --output builder-1.creds   # on the control plane
@@ -250,36 +257,14 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
   factory worker --id builder-1 --nats nats://nats.internal:4222 --nats-password-file /etc/factory/nats-password`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.NATS != "" {
-				if err := checkNATSURL("--nats", o.NATS); err != nil {
-					return err
-				}
-			}
-			var c worker.CredentialsFile
-			if credsFile != "" {
-				b, err := os.ReadFile(credsFile)
-				if err != nil {
-					return err
-				}
-				if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
-					return fmt.Errorf("%s: not a credentials file of factory workers create", credsFile)
-				}
-			}
-			o.ID, o.NATS = cmp.Or(o.ID, c.User), cmp.Or(o.NATS, c.URL)
-			if c.User == "" {
-				c.User = o.ID // a cluster's user: the worker's name is --id
-			}
-			if err := auth.apply(&c.Credentials, c.User); err != nil {
-				return err
-			}
-			if o.ID == "" || o.NATS == "" {
-				return errors.New("factory worker needs --creds FILE (what factory workers create printed), or, on a NATS cluster of your own, --id NAME and --nats URL with --nats-creds, --nats-nkey or a password (--nats-password-file, " + NATSPasswordEnv + ")")
-			}
-			return a.runWorker(cmd.Context(), c.Credentials, o)
+			return a.worker(cmd.Context(), workerFlags{credsFile: credsFile, credsFD: credsFD, confined: confined}, &o, &auth)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&credsFile, "creds", "", "the credentials file factory workers create printed")
+	f.IntVar(&credsFD, "creds-fd", -1, "the credentials as a descriptor this process inherited (what --creds becomes, off the command line)")
+	_ = f.MarkHidden("creds-fd")
+	f.BoolVar(&confined, "confine", true, "with --backend direct: confine each agent to its run's folders (Landlock, where the kernel has it)")
 	f.StringVar(&o.ID, "id", "", "this worker's name (default: the credentials' user)")
 	f.StringVar(&o.NATS, "nats", "", "the control plane's NATS URL (default: the one in the credentials file)")
 	f.IntVar(&o.MaxRuns, "max-runs", 4, "how many runs at once")
@@ -288,6 +273,52 @@ SIGINT or SIGTERM drains it: it claims nothing more and exits once its runs have
 	f.StringVar(&o.DockerImage, "docker-image", "", "with --backend docker: the image of runs whose runner names no dockerImage")
 	natsAuthFlags(f, &auth, "on a NATS cluster of your own: ")
 	return cmd
+}
+
+// workerFlags are worker's own flags besides its options.
+type workerFlags struct {
+	credsFile string
+	credsFD   int
+	confined  bool
+}
+
+// worker reads a worker's credentials and starts it.
+func (a *app) worker(ctx context.Context, fl workerFlags, o *worker.Options, auth *natsAuth) error {
+	if o.NATS != "" {
+		if err := checkNATSURL("--nats", o.NATS); err != nil {
+			return err
+		}
+	}
+	var c worker.CredentialsFile
+	if fl.credsFile != "" || fl.credsFD >= 0 {
+		b, path, err := readCreds(fl.credsFile, fl.credsFD)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &c); err != nil || c.User == "" {
+			return fmt.Errorf("%s: not a credentials file of factory workers create", path)
+		}
+		if fl.credsFD < 0 {
+			// Read, the file's path leaves the command line, which every
+			// local user reads (/proc/PID/cmdline), agents included: this
+			// process starts again without it.
+			return execWithCreds(b, path)
+		}
+		fl.credsFile = path
+	}
+	o.Hidden = []string{fl.credsFile, auth.creds, auth.nkey, auth.passwordFile}
+	o.Unconfined = !fl.confined
+	o.ID, o.NATS = cmp.Or(o.ID, c.User), cmp.Or(o.NATS, c.URL)
+	if c.User == "" {
+		c.User = o.ID // a cluster's user: the worker's name is --id
+	}
+	if err := auth.apply(&c.Credentials, c.User); err != nil {
+		return err
+	}
+	if o.ID == "" || o.NATS == "" {
+		return errors.New("factory worker needs --creds FILE (what factory workers create printed), or, on a NATS cluster of your own, --id NAME and --nats URL with --nats-creds, --nats-nkey or a password (--nats-password-file, " + NATSPasswordEnv + ")")
+	}
+	return a.runWorker(ctx, c.Credentials, *o)
 }
 
 func (a *app) runWorker(ctx context.Context, c worker.Credentials, o worker.Options) error {

@@ -44,7 +44,7 @@ type Seen struct {
 // skipped and said in problems. A folder that does not exist holds
 // nothing.
 func Collect(dir string, seen Seen, now time.Time) (found []Found, problems []string) {
-	root, err := os.OpenRoot(dir)
+	root, err := openFolder(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -79,6 +79,27 @@ func Collect(dir string, seen Seen, now time.Time) (found []Found, problems []st
 		}
 	}
 	return c.found, append(problems, c.problems...)
+}
+
+// openFolder opens the output folder as a root if it is a folder, not a
+// link the agent put in its place, and the one looked at.
+func openFolder(dir string) (*os.Root, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a folder (a link?): refused", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opened, err := root.Stat("."); err != nil || !os.SameFile(fi, opened) {
+		root.Close()
+		return nil, fmt.Errorf("%s changed while it was opened: refused", dir)
+	}
+	return root, nil
 }
 
 type collector struct {

@@ -24,16 +24,25 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Where the run's folder is mounted in its container, and what it holds.
+// Where the run's folders are mounted in its container: the workspace, the
+// output folder and the run's own home, read-write; the turn's script and
+// environment (the harness), read-only. Nothing else of the worker's: the
+// run's folder itself (where the worker writes the harness and keeps its
+// notes) is never the agent's.
 const (
-	RunDir       = "/factory"
-	Workspace    = RunDir + "/workspace"
-	OutputDir    = RunDir + "/output"
-	turnScript   = "turn.sh"
-	turnEnv      = "turn.env"
-	setupLog     = "setup.log"
-	setupStatus  = "setup.status"
-	setupFailure = 97 // the exit status of a turn whose setup failed
+	RunDir      = "/factory"
+	Workspace   = RunDir + "/workspace"
+	OutputDir   = RunDir + "/output"
+	Home        = RunDir + "/home"
+	Harness     = RunDir + "/harness"
+	harnessDir  = "harness" // in the run's folder on the worker
+	turnScript  = "turn.sh"
+	turnEnv     = "turn.env"
+	setupLog    = "setup.log"
+	homeSetup   = ".factory-setup.log" // the setup's output, in the run's home
+	maxSetupLog = 1 << 20              // of it, kept in the run's folder
+	// setupFailure is the exit status of a turn whose setup failed.
+	setupFailure = 97
 )
 
 // Labels on the containers of runs: which run, which worker.
@@ -113,6 +122,9 @@ type turn struct {
 	runtime.Turn
 	acp   *runtime.ACPExecutor
 	nonce string
+	// script is what the turn's script said of itself: a setup command
+	// that failed.
+	script *scriptState
 }
 
 // Run runs one turn, laid out in its folder (runtime.LayOut) already: in
@@ -132,11 +144,11 @@ func (b *Backend) Run(ctx context.Context, rt runtime.Turn, events func(runtime.
 	if len(t.Command) == 0 {
 		return runtime.Result{State: factory.StateError, Message: "the environment has no command"}
 	}
-	t.nonce = "factory:" + factory.NewUID("")
+	t.nonce, t.script = "factory:"+factory.NewUID(""), &scriptState{}
 	if err := writeTurn(t); err != nil {
 		return runtime.Result{State: factory.StateError, Message: "the turn's script: " + err.Error()}
 	}
-	defer os.Remove(filepath.Join(t.Dir, turnEnv)) // the script removes it too, once read
+	defer removeEnv(t) // once the agent starts too: it may hold granted secrets
 	id, res, ok := b.container(ctx, t, events)
 	if !ok {
 		return res
@@ -159,7 +171,8 @@ func (b *Backend) container(ctx context.Context, t turn, events func(runtime.Eve
 			Message: fmt.Sprintf("image %s of runner %s: %v", t.Image, t.Runner, err)}, false
 	}
 	hc := &container.HostConfig{
-		Binds:       []string{t.Dir + ":" + RunDir},
+		Binds: []string{filepath.Join(t.Dir, "workspace") + ":" + Workspace, filepath.Join(t.Dir, "output") + ":" + OutputDir,
+			filepath.Join(t.Dir, "home") + ":" + Home, filepath.Join(t.Dir, harnessDir) + ":" + Harness + ":ro"},
 		NetworkMode: container.NetworkMode(b.Network),
 		Init:        ptr(true), // signals reach the agent; its orphans are reaped
 		SecurityOpt: []string{"no-new-privileges"},
@@ -170,7 +183,7 @@ func (b *Backend) container(ctx context.Context, t turn, events func(runtime.Eve
 	}
 	// The agent runs as the worker's own user: what it leaves in the
 	// run's folder is the worker's to read, send and remove.
-	cfg := &container.Config{Image: t.Image, Cmd: []string{"/bin/sh", RunDir + "/" + turnScript}, WorkingDir: Workspace,
+	cfg := &container.Config{Image: t.Image, Cmd: []string{"/bin/sh", Harness + "/" + turnScript}, WorkingDir: Workspace, Env: []string{"HOME=" + Home},
 		User:         fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
 		AttachStdout: true, AttachStderr: true, Labels: map[string]string{LabelRun: t.RunID, LabelWorker: b.Worker},
 		// An ACP agent's protocol comes in on stdin, afresh at each start.

@@ -111,7 +111,7 @@ func TestContainerTurns(t *testing.T) {
 	if strings.Contains(string(env), "not-for-agents") || strings.Contains(string(env), "bad name") {
 		t.Errorf("the agent's environment holds what is not the agent's:\n%s", env)
 	}
-	if _, err := os.Stat(filepath.Join(dir, turnEnv)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, harnessDir, turnEnv)); !os.IsNotExist(err) {
 		t.Errorf("the turn's environment file is left on disk: %v", err)
 	}
 	c, err := b.cli.ContainerInspect(context.Background(), "factory-"+turn.RunID, client.ContainerInspectOptions{})

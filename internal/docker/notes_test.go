@@ -72,3 +72,22 @@ func FuzzNoteLines(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSetupNote: a note an agent forges is read as a failed setup command
+// only in the script's own form ("setup failed INDEX STATUS"), and never
+// panics.
+func FuzzSetupNote(f *testing.F) {
+	for _, s := range []string{"setup failed 1 3", "setup failed", "setup failed x y", "setup 1/2: true", "setup failed 99999999999999999999 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		s := &scriptState{}
+		ours := s.setupNote(msg)
+		if ours != strings.HasPrefix(msg, setupFailedNote) {
+			t.Fatalf("%q taken as the script's: %v", msg, ours)
+		}
+		if s.failed && len(strings.Fields(strings.TrimPrefix(msg, setupFailedNote))) != 2 {
+			t.Fatalf("%q read as a failure", msg)
+		}
+	})
+}

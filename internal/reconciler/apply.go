@@ -23,6 +23,10 @@ type Applier struct {
 	// Harness, when set, says whether the server runs an agent harness:
 	// an agent whose harness it does not run is a plan warning.
 	Harness func(harness string) bool
+	// Isolation, when set, says what is shared by the runs of the
+	// environment that runs a harness, when they are not kept apart
+	// (environment NAME: why): a plan warning for each agent on it.
+	Isolation func(harness string) string
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

@@ -487,8 +487,11 @@ func (c *crossCheck) codeForges() {
 
 // HarnessWarnings warns about each agent whose resolved harness (defaults
 // ← agent) no environment of the server runs: its runs would fail
-// (harness_not_configured), and a plan should say so before they do.
-func HarnessWarnings(d *Desired, runs func(harness string) bool) schema.Diagnostics {
+// (harness_not_configured), and a plan should say so before they do; and,
+// with isolation, about each agent whose environment keeps its runs apart
+// from the server's files or from each other's no better than isolation
+// says (an unconfined user: shared by runs at once).
+func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(harness string) string) schema.Diagnostics {
 	var ds schema.Diagnostics
 	for _, a := range d.Resources[factory.ResourceAgent] {
 		ex := factory.ExecSettings{}
@@ -498,10 +501,17 @@ func HarnessWarnings(d *Desired, runs func(harness string) bool) schema.Diagnost
 		if own := schema.ExecFrom(a.Value); own != nil {
 			ex = ex.Resolve(*own)
 		}
-		if h := ex.EffectiveHarness(); h != nil && !runs(h.Type) {
+		h := ex.EffectiveHarness()
+		switch {
+		case h == nil:
+		case !runs(h.Type):
 			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf(
 				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (map it with runtime.harnesses.%s in the server config)",
 				a.Key, h.Type, h.Type)))
+		case isolation != nil:
+			if w := isolation(h.Type); w != "" {
+				ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s runs on the %s harness, in %s", a.Key, h.Type, w)))
+			}
 		}
 	}
 	return ds

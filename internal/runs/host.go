@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"factory"
 	"factory/internal/runtime"
@@ -26,6 +27,9 @@ func (h *localHost) Run(ctx context.Context, t *runtime.Turn, events func(runtim
 		}
 	}
 	t.Started = func(pid int) { events(runtime.Event{Phase: runtime.PhaseStarted, PID: pid}) }
+	if c := h.m.cfg.Confinement; c != nil && !h.env.Unconfined {
+		t.Confine = &runtime.Confinement{Hidden: c.Hidden, ReadOnly: append(slices.Clone(c.ReadOnly), h.env.ReadOnly...)}
+	}
 	return runtime.Here(ctx, *t, h.env.Executor, events)
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/confine"
 	"factory/internal/runtime"
 	"factory/internal/store"
 )
@@ -35,6 +36,11 @@ type Environment struct {
 	// out of its reach (docs/security.md). Such runs stay on the control
 	// plane: a worker could not keep that boundary.
 	RunAs *syscall.Credential
+	// Unconfined runs this environment's agents without the manager's
+	// confinement (Config.Confinement); ReadOnly are more paths its
+	// agents read when confined (where its harness is installed).
+	Unconfined bool
+	ReadOnly   []string
 }
 
 // Host runs turns: the control plane's own (this process), or the workers
@@ -91,6 +97,16 @@ type Config struct {
 	// the change is durable (the write-back to where runs came from). It
 	// must not block.
 	Changed func(r *factory.Run)
+	// Output bounds the agents' status messages kept; nil: the defaults
+	// (runtime.DefaultOutputLimits).
+	Output *runtime.OutputLimits
+	// Confinement confines the agents of this process's turns to their
+	// runs' own folders and the system's (runtime.Confinement). Unless
+	// Unconfined, where the kernel has Landlock, it is by default the data
+	// directory hidden; where it has none, agents run unconfined and
+	// Isolation says so.
+	Confinement *runtime.Confinement
+	Unconfined  bool
 }
 
 // ErrExternalAuthentication is the error of a run that must reach its
@@ -145,6 +161,10 @@ type Manager struct {
 	resumable []string
 	observers []func(*factory.Run)
 	extras    TurnExtras
+	// dropped counts the status messages of turns past their bounds, by
+	// attempt, until each turn ends.
+	outMu   sync.Mutex
+	dropped map[string]*runtime.Dropped
 }
 
 // activeTurn is a turn in flight: how to stop it, and where it runs.
@@ -171,6 +191,14 @@ func NewManager(cfg Config) *Manager {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Unconfined || confine.ABI() == 0 {
+		cfg.Confinement = nil
+	} else if cfg.Confinement == nil {
+		cfg.Confinement = &runtime.Confinement{}
+	}
+	if c := cfg.Confinement; c != nil && cfg.DataDir != "" && !slices.Contains(c.Hidden, cfg.DataDir) {
+		c.Hidden = append(slices.Clone(c.Hidden), cfg.DataDir)
 	}
 	return &Manager{cfg: cfg, active: map[string]*activeTurn{}, wake: make(chan struct{}, 1)}
 }

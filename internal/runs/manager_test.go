@@ -33,15 +33,19 @@ type fixture struct {
 
 // newManager runs a manager over a real store with one exec environment
 // running script (sh -c).
-func newManager(t *testing.T, dir string, max int, script string) *fixture {
+func newManager(t *testing.T, dir string, max int, script string, mods ...func(*runs.Config)) *fixture {
 	t.Helper()
 	s, err := store.Open(filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := runs.NewManager(runs.Config{Store: s, DataDir: filepath.Join(dir, "data"), MaxConcurrent: max,
+	cfg := runs.Config{Store: s, DataDir: filepath.Join(dir, "data"), MaxConcurrent: max,
 		Environments:       map[string]runs.Environment{"sh": {Executor: &runtime.ExecExecutor{Command: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}}},
-		DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		DefaultEnvironment: "sh", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	m := runs.NewManager(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -111,7 +115,9 @@ func TestRunLifecycle(t *testing.T) {
 func TestRunsWaitInCreationOrder(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "order")
-	f := newManager(t, dir, 1, `if [ -e `+log+`.busy ]; then echo overlap >> `+log+`; fi; touch `+log+`.busy; echo $FACTORY_RUN_ID >> `+log+`; sleep 0.1; rm `+log+`.busy`)
+	// The runs share a log outside their workspaces: unconfined.
+	f := newManager(t, dir, 1, `if [ -e `+log+`.busy ]; then echo overlap >> `+log+`; fi; touch `+log+`.busy; echo $FACTORY_RUN_ID >> `+log+`; sleep 0.1; rm `+log+`.busy`,
+		func(c *runs.Config) { c.Unconfined = true })
 	var ids []string
 	for i := 0; i < 4; i++ {
 		ids = append(ids, f.create("run").ID)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"factory"
@@ -194,24 +193,6 @@ func (m *Manager) started(id, attempt string, e runtime.Event) {
 	}
 }
 
-// message records a status message of a turn in flight. Messages are
-// written without waiting for the disk: a crash loses the last few, never
-// a state.
-func (m *Manager) message(id, attempt string, e runtime.Event) {
-	_, err := m.cfg.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
-		if !r.Live(attempt) {
-			return store.ErrNoChange
-		}
-		r.StatusMessage = &factory.StatusMessage{Message: e.Message}
-		r.UpdatedAt = e.Time
-		b.AddRunEvent(r, factory.RunEvent{Time: e.Time, Kind: "message", Message: e.Message})
-		return nil
-	})
-	if err != nil {
-		m.cfg.Log.Error("recording a status message", "run", id, "err", err)
-	}
-}
-
 // note records a message of the server's own on a run's timeline,
 // whatever the run's state.
 func (m *Manager) note(id, msg string) {
@@ -236,7 +217,7 @@ func (m *Manager) turnEnded(ctx context.Context, id, attempt string, res runtime
 		// The end of the agent's stderr (bounded by the executor), beside
 		// the workspace, for diagnosis: the last turn's wins.
 		if os.MkdirAll(m.RunDir(id), 0o700) == nil {
-			_ = os.WriteFile(filepath.Join(m.RunDir(id), "agent-stderr.log"), []byte(res.Stderr), 0o600)
+			_ = runtime.WriteRunFile(m.RunDir(id), "agent-stderr.log", []byte(res.Stderr))
 		}
 	}
 	if errors.Is(context.Cause(ctx), runtime.ErrShutdown) {
@@ -264,6 +245,7 @@ func (m *Manager) pullRequests(id string) []factory.Artifact {
 
 // end records a turn's end, and logs an error recording it.
 func (m *Manager) end(id, attempt string, res runtime.Result) {
+	m.noteDropped(attempt, &res)
 	if err := m.finish(id, attempt, res, res.State == factory.StateError); err != nil {
 		m.cfg.Log.Error("recording the end of a run's turn", "run", id, "err", err)
 	}
@@ -300,6 +282,14 @@ func (m *Manager) finish(id, attempt string, res runtime.Result, retryable bool)
 		m.enqueue(r)
 	}
 	return nil
+}
+
+// Owns says whether a turn on the workers is live: the run's current
+// attempt, offered or claimed, not stopped. What a worker says of any
+// other turn is not held for it.
+func (m *Manager) Owns(runID, attempt string) bool {
+	r, err := m.cfg.Store.Run(runID)
+	return err == nil && r.Current != nil && r.Current.Attempt == attempt && r.Current.Remote && !r.Current.Stopped && inFlight(r)
 }
 
 // inFlight reports whether a run's current turn may still end it: claimed

@@ -56,7 +56,7 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
-	proc, err := startAgent(cmd, t.RunAs, t.Started)
+	proc, err := startAgent(cmd, &t)
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
@@ -85,8 +85,18 @@ type AgentStream struct {
 // handshake, then the prompt, supervised as Run's. Whoever started the
 // agent stops what is left of it after.
 func (e *ACPExecutor) Drive(ctx context.Context, t Turn, agent *AgentStream, events func(Event)) Result {
+	if t.ws == nil {
+		defer t.Release() // opened here, for this turn only
+	}
+	// The agent's file requests go through the workspace opened once for
+	// the turn: whatever it makes of the path meanwhile (a link to /), the
+	// root stays the folder that was checked.
+	ws, err := t.WorkspaceRoot()
+	if err != nil {
+		return Result{State: factory.StateError, Message: "the workspace: " + err.Error()}
+	}
 	s := &acpTurn{ctx: ctx, t: t, agent: agent, grace: e.Grace, initTimeout: e.InitTimeout,
-		cl: &acpClient{workspace: t.Workspace(), agentWorkspace: agent.Workspace, events: events, activity: make(chan struct{}, 1),
+		cl: &acpClient{workspace: t.Workspace(), agentWorkspace: agent.Workspace, ws: ws, events: events, activity: make(chan struct{}, 1),
 			allow: e.Permissions != "deny"}}
 	if s.grace == 0 {
 		s.grace = 10 * time.Second
@@ -268,15 +278,21 @@ func (s *acpTurn) prompt() Result {
 // policy, and lets the agent read and write files in the workspace only.
 type acpClient struct {
 	workspace      string
-	agentWorkspace string // the workspace as the agent sees it, if elsewhere
+	agentWorkspace string   // the workspace as the agent sees it, if elsewhere
+	ws             *os.Root // the workspace, opened once for the turn
 	events         func(Event)
 	activity       chan struct{}
 	allow          bool
 
-	mu    sync.Mutex
-	text  strings.Builder    // agent message text not yet ended by a newline
-	links []factory.Artifact // the resource links the agent sent, as artifacts
+	mu       sync.Mutex
+	text     strings.Builder    // agent message text not yet ended by a newline
+	overlong bool               // the line in progress passed maxLine: its rest is dropped
+	links    []factory.Artifact // the resource links the agent sent, as artifacts
 }
+
+// maxServedFile bounds a file the agent reads through the client: a named
+// pipe or a device is refused, not waited on.
+const maxServedFile = 16 << 20
 
 // maxLinks bounds the links kept from one turn's messages.
 const maxLinks = 100
@@ -327,10 +343,32 @@ func (c *acpClient) touch() {
 
 func (c *acpClient) emit(msg string) {
 	if msg = strings.TrimSpace(msg); msg != "" {
-		if len(msg) > maxLine {
-			msg = msg[:maxLine]
+		c.events(Event{Time: time.Now().UTC(), Message: CutMessage(msg, maxLine)})
+	}
+}
+
+// addText takes a chunk of the agent's text: each line it ends is a
+// status message. What is held for a line's end is bounded: a line longer
+// than maxLine is reported cut, and the rest of it, up to its newline,
+// dropped (as an exec agent's over-long line is).
+func (c *acpClient) addText(chunk string) {
+	for chunk != "" {
+		line, rest, ended := strings.Cut(chunk, "\n")
+		chunk = rest
+		if !c.overlong {
+			c.text.WriteString(line[:min(len(line), maxLine+1-c.text.Len())])
 		}
-		c.events(Event{Time: time.Now().UTC(), Message: msg})
+		switch {
+		case ended && c.overlong:
+			c.overlong = false
+		case ended:
+			c.emit(c.text.String())
+			c.text.Reset()
+		case c.text.Len() > maxLine:
+			c.emit(c.text.String())
+			c.text.Reset()
+			c.overlong = true
+		}
 	}
 }
 
@@ -349,15 +387,7 @@ func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification
 	u := n.Update
 	switch {
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
-		c.text.WriteString(u.AgentMessageChunk.Content.Text.Text)
-		s := c.text.String()
-		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-			for _, line := range strings.Split(s[:i], "\n") {
-				c.emit(line)
-			}
-			c.text.Reset()
-			c.text.WriteString(s[i+1:])
-		}
+		c.addText(u.AgentMessageChunk.Content.Text.Text)
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.ResourceLink != nil:
 		c.link(u.AgentMessageChunk.Content.ResourceLink)
 	case u.ToolCall != nil:
@@ -419,10 +449,20 @@ func (c *acpClient) inside(path string) (string, error) {
 	return "", fmt.Errorf("%s is outside the run's workspace", path)
 }
 
-// root opens the workspace as an os.Root: every file operation through it
+// root is the workspace as an os.Root: every file operation through it
 // stays inside, whatever symlinks the agent made (in the last component
-// too, and dangling ones).
-func (c *acpClient) root() (*os.Root, error) { return os.OpenRoot(c.workspace) }
+// too, and dangling ones). It is the turn's, opened once; release is a
+// no-op then.
+func (c *acpClient) root() (root *os.Root, release func(), err error) {
+	if c.ws != nil {
+		return c.ws, func() {}, nil
+	}
+	root, err = os.OpenRoot(c.workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return root, func() { root.Close() }, nil
+}
 
 func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
 	c.touch()
@@ -430,12 +470,12 @@ func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest)
 	if err != nil {
 		return acp.ReadTextFileResponse{}, err
 	}
-	root, err := c.root()
+	root, release, err := c.root()
 	if err != nil {
 		return acp.ReadTextFileResponse{}, err
 	}
-	defer root.Close()
-	b, err := root.ReadFile(rel)
+	defer release()
+	b, err := ReadRegular(root, rel, maxServedFile, false)
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
 	}
@@ -448,11 +488,11 @@ func (c *acpClient) WriteTextFile(ctx context.Context, p acp.WriteTextFileReques
 	if err != nil {
 		return acp.WriteTextFileResponse{}, err
 	}
-	root, err := c.root()
+	root, release, err := c.root()
 	if err != nil {
 		return acp.WriteTextFileResponse{}, err
 	}
-	defer root.Close()
+	defer release()
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return acp.WriteTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,13 +87,26 @@ func GitEnv(t Turn) []string { return gitEnv(t) }
 // run FAILED, environment_setup_failed, with git's words (any token in
 // them hidden).
 func CheckOut(ctx context.Context, t Turn, events func(Event)) (Result, bool) {
+	if len(t.Checkout) == 0 {
+		return Result{}, true
+	}
+	if t.ws == nil {
+		defer t.Release() // opened here, for the checkout only
+	}
+	ws, err := t.WorkspaceRoot()
+	if err != nil {
+		return Result{State: factory.StateError, Message: "the workspace: " + err.Error()}, false
+	}
 	for _, c := range t.Checkout {
-		dir := filepath.Join(t.Workspace(), filepath.FromSlash(c.Dir))
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-			continue // an earlier turn's
+		rel, err := checkoutDir(ws, c.Dir)
+		if err == nil {
+			if _, err := ws.Lstat(path.Join(rel, ".git")); err == nil {
+				continue // an earlier turn's
+			}
+			events(Event{Time: time.Now().UTC(), Message: fmt.Sprintf("checkout: %s at %s, on branch %s", c.Name, c.Ref, c.Branch)})
+			err = clone(ctx, t, c, ws, rel)
 		}
-		events(Event{Time: time.Now().UTC(), Message: fmt.Sprintf("checkout: %s at %s, on branch %s", c.Name, c.Ref, c.Branch)})
-		if err := clone(ctx, t, c, dir); err != nil {
+		if err != nil {
 			msg := fmt.Sprintf("checkout of %s at %s failed: %s", c.Name, c.Ref, redact(err.Error(), t.Env))
 			if errors.Is(context.Cause(ctx), ErrShutdown) {
 				return Result{State: factory.StateError, Message: msg}, false
@@ -103,12 +117,32 @@ func CheckOut(ctx context.Context, t Turn, events func(Event)) (Result, bool) {
 	return Result{}, true
 }
 
-// clone makes dir a clone of c: a fetch of c.Ref alone (a commit is
-// fetched by its ID), checked out as the run's branch.
-func clone(ctx context.Context, t Turn, c Checkout, dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+// checkoutDir makes a checkout's folder in the workspace (through its
+// root) and checks that no part of its path is a link the agent left:
+// git, which runs there by path, must not be led out of the workspace.
+func checkoutDir(ws *os.Root, dir string) (string, error) {
+	rel := path.Clean("./" + filepath.ToSlash(dir))
+	if !filepath.IsLocal(rel) && rel != "." {
+		return "", fmt.Errorf("folder %q is not inside the workspace", dir)
 	}
+	if rel == "." {
+		return rel, nil
+	}
+	if err := ws.MkdirAll(rel, 0o700); err != nil {
+		return "", err
+	}
+	for p := rel; p != "."; p = path.Dir(p) {
+		if fi, err := ws.Lstat(p); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("%s %w", p, ErrNotAFolder)
+		}
+	}
+	return rel, nil
+}
+
+// clone makes rel in the workspace a clone of c: a fetch of c.Ref alone
+// (a commit is fetched by its ID), checked out as the run's branch.
+func clone(ctx context.Context, t Turn, c Checkout, ws *os.Root, rel string) error {
+	dir := filepath.Join(t.Workspace(), filepath.FromSlash(rel))
 	depth := c.Depth
 	if depth == 0 {
 		depth = DefaultDepth
@@ -136,12 +170,13 @@ func clone(ctx context.Context, t Turn, c Checkout, dir string) error {
 			return err
 		}
 	}
-	if c.Dir == "" {
-		exclude := filepath.Join(dir, ".git", "info", "exclude")
-		if err := os.MkdirAll(filepath.Dir(exclude), 0o700); err != nil {
-			return err
+	if rel == "." {
+		f, err := ws.OpenFile(".git/info/exclude", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrNotExist) {
+			if err = ws.MkdirAll(".git/info", 0o700); err == nil {
+				f, err = ws.OpenFile(".git/info/exclude", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			}
 		}
-		f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,8 @@ import (
 
 // Bounds of what an agent can make the server hold.
 const (
-	maxLine   = 64 << 10 // a longer stdout line is cut
-	maxStderr = 64 << 10 // the end of stderr that is kept
+	maxLine   = factory.MaxMessageBytes // a longer stdout line is cut
+	maxStderr = 64 << 10                // the end of stderr that is kept
 )
 
 // MaxStderr is how much of the end of an agent's stderr a turn keeps.
@@ -54,7 +54,7 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 		"FACTORY_PROMPT_FILE="+t.PromptFile(),
 		"FACTORY_ATTACHMENTS_DIR="+t.AttachmentsDir(),
 		"FACTORY_FOLLOWUP="+t.FollowUp)
-	proc, err := startAgent(cmd, t.RunAs, t.Started)
+	proc, err := startAgent(cmd, &t)
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
@@ -155,6 +155,9 @@ func StatusLines(stdout io.Reader, events func(Event), activity chan<- struct{})
 func readLine(r *bufio.Reader) (string, error) {
 	line, isPrefix, err := r.ReadLine()
 	s := string(line)
+	if isPrefix {
+		s = CutMessage(s+"…", maxLine) // marked as cut
+	}
 	for isPrefix && err == nil {
 		_, isPrefix, err = r.ReadLine() // drop the rest of an over-long line
 	}

@@ -133,14 +133,15 @@ func TestExecTimeouts(t *testing.T) {
 }
 
 func TestExecFloodIsBounded(t *testing.T) {
-	// 20,000 lines, and one line of 1 MiB: every short line arrives, the
-	// long one is cut, and stderr is kept to its end.
+	// 20,000 lines, and one line of 1 MiB: every short line arrives (the
+	// turn's and the run's bounds are its host's), the long one is cut at
+	// factory.MaxMessageBytes, and stderr is kept to its end.
 	res, r, _ := turn(t, `i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); done; head -c 1048576 /dev/zero | tr '\0' x; echo; head -c 200000 /dev/zero | tr '\0' e >&2`, nil)
 	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res.Message)
 	}
 	ev := r.list()
-	if len(ev) != 20001 || ev[19999] != "line 19999" || len(ev[20000]) != 64<<10 {
+	if len(ev) != 20001 || ev[19999] != "line 19999" || len(ev[20000]) != factory.MaxMessageBytes || !strings.HasSuffix(ev[20000], "…") {
 		t.Fatalf("%d events, last of %d bytes", len(ev), len(ev[len(ev)-1]))
 	}
 	if len(res.Stderr) != 64<<10 {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -72,6 +73,13 @@ type Turn struct {
 	// Started, when set, is told the agent's process group as soon as it
 	// has started (0 when it is not this machine's: a container's).
 	Started func(pid int) `json:"-"`
+	// Confine, when set, confines the agent and its setup commands to
+	// the run's own folders (Confinement; this machine's processes only).
+	Confine *Confinement `json:"-"`
+
+	// ws is the workspace as LayOut opened and checked it: the turn's
+	// every file operation in it goes through this root.
+	ws *os.Root
 }
 
 // Executors a turn names.
@@ -88,6 +96,11 @@ func (t *Turn) Workspace() string { return filepath.Join(t.Dir, "workspace") }
 // beside the workspace, so that a repository checked out there does not
 // see it.
 func (t *Turn) OutputDir() string { return filepath.Join(t.Dir, "output") }
+
+// Home is the run's own home folder, beside the workspace: the agent's
+// HOME where it is confined (a container, Landlock, another user), so
+// that it needs nothing of the machine's user's.
+func (t *Turn) Home() string { return filepath.Join(t.Dir, "home") }
 
 // PromptFile is PROMPT.md in the workspace.
 func (t *Turn) PromptFile() string { return filepath.Join(t.Workspace(), "PROMPT.md") }
@@ -126,6 +139,9 @@ type Result struct {
 	// Links are the pull requests and references the agent named in its
 	// messages (the ACP executor reads them from resource links).
 	Links []factory.Artifact
+	// Dropped counts the status messages the turn's host dropped over the
+	// turn's bounds (a worker's: LimitOutput).
+	Dropped *Dropped `json:"dropped,omitempty"`
 }
 
 // Error codes of runs (docs/spec/platform-api.md, Errors).

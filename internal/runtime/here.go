@@ -11,6 +11,7 @@ import (
 // turn has them (their output in SetupLog), then the agent. The control plane's own host and a
 // worker's direct backend both run turns this way.
 func Here(ctx context.Context, t Turn, ex Executor, events func(Event)) Result {
+	defer t.Release()
 	if err := LayOut(&t); err != nil {
 		return Result{State: factory.StateError, Message: "preparing the workspace: " + err.Error()}
 	}

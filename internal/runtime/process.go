@@ -28,7 +28,12 @@ func agentEnv(t Turn, run ...string) []string {
 			env = append(env, k+"="+v)
 		}
 	}
-	if t.RunAs != nil {
+	switch {
+	case t.Confine != nil:
+		// The server's HOME is out of a confined agent's reach: its run
+		// has a home and a temporary folder of its own.
+		env = append(env, "HOME="+t.Home(), "TMPDIR="+t.TmpDir())
+	case t.RunAs != nil:
 		// The server's HOME is not the agent user's to write.
 		env = append(env, "HOME="+t.Workspace())
 	}
@@ -62,7 +67,8 @@ type agentProcess struct {
 // that waits for the agent, so it lives exactly as long as the agent does
 // and ends early only with the server's process. (What the agent started
 // in its group is killed at the server's next start: see reap.)
-func startAgent(cmd *exec.Cmd, runAs *syscall.Credential, onStart func(pid int)) (*agentProcess, error) {
+func startAgent(cmd *exec.Cmd, t *Turn) (*agentProcess, error) {
+	runAs, onStart, policy := t.RunAs, t.Started, t.policy(append([]string{cmd.Path}, cmd.Args...))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: runAs}
 	stdout, w, err := os.Pipe()
 	if err != nil {
@@ -80,7 +86,16 @@ func startAgent(cmd *exec.Cmd, runAs *syscall.Credential, onStart func(pid int))
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		err := cmd.Start()
+		var err error
+		if policy != nil {
+			// Confined from this thread on: what it starts is too.
+			if err = policy.Restrict(); err != nil {
+				err = fmt.Errorf("confining it: %w", err)
+			}
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
 		started <- err
 		if err == nil {
 			p.waitErr = cmd.Wait()

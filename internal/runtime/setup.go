@@ -55,7 +55,10 @@ func RunSetup(ctx context.Context, t Turn, events func(Event)) (Result, bool) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: t.RunAs}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		fmt.Fprintf(logFile, "$ %s\n", command)
-		err := cmd.Run()
+		err := startConfined(cmd, t.policy(nil))
+		if err == nil {
+			err = cmd.Wait()
+		}
 		if err == nil {
 			continue
 		}

@@ -582,25 +582,6 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// runWithEvents reads the request's run and its timeline.
-func (s *Server) runWithEvents(r *http.Request) (*factory.Run, []*factory.RunEvent, error) {
-	run, err := s.runOf(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	events, err := s.store.RunEvents(run.ID)
-	return run, events, err
-}
-
-func (s *Server) runTimeline(w http.ResponseWriter, r *http.Request) error {
-	run, events, err := s.runWithEvents(r)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": factory.Timeline(run.ID, events)})
-	return nil
-}
-
 func (s *Server) runAttachment(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.runOf(r)
 	if err != nil {
@@ -722,17 +703,6 @@ func (s *Server) interruptRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id})
-	return nil
-}
-
-// runConversation is GET /v1/agent/runs/{runId}/conversation: the run's
-// turns as the agent's session streamed them.
-func (s *Server) runConversation(w http.ResponseWriter, r *http.Request) error {
-	run, events, err := s.runWithEvents(r)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, factory.BuildConversation(run, events))
 	return nil
 }
 

@@ -91,18 +91,29 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) 
 }
 
 // runLive is the run's live part: its state, times, its task and the runs
-// it dispatched, artifacts, timeline and conversation.
+// it dispatched, artifacts, and the last page of its timeline and
+// conversation (the API's timeline pages through all of it).
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request, _ *session) error {
-	run, events, err := s.runWithEvents(r)
+	run, err := s.runOf(r)
 	if err != nil {
 		return err
+	}
+	from, events, conv, err := s.lastPage(run)
+	if err != nil {
+		return err
+	}
+	timeline := make([]factory.TimelineEvent, 0, len(events))
+	for i, e := range events {
+		if te, ok := factory.TimelineEntry(run.ID, from+i, e); ok {
+			timeline = append(timeline, te)
+		}
 	}
 	item := run.Item()
 	data, err := s.runRelations(run)
 	if err != nil {
 		return err
 	}
-	data["Run"], data["Events"], data["Conversation"] = &item, factory.Timeline(run.ID, events), factory.BuildConversation(run, events)
+	data["Run"], data["Events"], data["Earlier"], data["Conversation"] = &item, timeline, from, conv
 	s.render(w, "runlive", data)
 	return nil
 }

@@ -87,21 +87,25 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 // event's place among all the run's events (an event the timeline does not
 // show is passed over): IDs stay the same at every read.
 func (s *Server) sendEvents(w http.ResponseWriter, run *factory.Run, next int) (int, error) {
-	events, err := s.store.RunEvents(run.ID)
-	if err != nil {
-		return next, err
-	}
-	for ; next < len(events); next++ {
-		te, ok := factory.TimelineEntry(run.ID, next, events[next])
-		if !ok {
-			continue
-		}
-		b, err := json.Marshal(te)
-		if err != nil {
+	for next < run.Events {
+		// A page at a time: the stream never holds the whole timeline.
+		events, err := s.store.RunEventsPage(run.ID, next, factory.TimelinePage)
+		if err != nil || len(events) == 0 {
 			return next, err
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", next, te.EventType, b); err != nil {
-			return next, err
+		for _, e := range events {
+			te, ok := factory.TimelineEntry(run.ID, next, e)
+			next++
+			if !ok {
+				continue
+			}
+			b, err := json.Marshal(te)
+			if err != nil {
+				return next, err
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", next-1, te.EventType, b); err != nil {
+				return next, err
+			}
 		}
 	}
 	return next, nil

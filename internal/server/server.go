@@ -534,6 +534,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/secrets/{name}/rotate", admin(s.rotateSecret))
 	mux.Handle("DELETE /v1/secrets/{name}", admin(s.deleteSecret))
 	mux.Handle("GET /v1/admin/workers", admin(s.listWorkers))
+	mux.Handle("GET /v1/admin/isolation", admin(s.isolation))
 	mux.Handle("POST /v1/admin/workers", admin(s.createWorker))
 	mux.Handle("POST /v1/admin/workers/{name}/revoke", admin(s.revokeWorker))
 	mux.Handle("POST /v1/admin/backups", admin(s.streamBackup))

@@ -55,3 +55,13 @@ func (s *Server) revokeWorker(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{})
 	return nil
 }
+
+// isolation is GET /v1/admin/isolation: how this server's agents are kept
+// from it and from each other (runs.Isolation), for status.
+func (s *Server) isolation(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Runs == nil {
+		return errorf(CodeNotFound, "this server runs no agents")
+	}
+	writeJSON(w, http.StatusOK, s.cfg.Runs.Isolation())
+	return nil
+}

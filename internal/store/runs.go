@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"factory"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // Key layout of runs.
@@ -128,6 +130,27 @@ func (s *Store) Run(id string) (*factory.Run, error) {
 // RunEvents reads a run's timeline, oldest first.
 func (s *Store) RunEvents(id string) ([]*factory.RunEvent, error) {
 	return scanJSON[factory.RunEvent](s, runEventPrefix+id+"/")
+}
+
+// RunEventsPage reads at most limit of a run's timeline entries, oldest
+// first, from position from (an entry's place among the run's events): a
+// reader holds one page, never the whole of a long timeline.
+func (s *Store) RunEventsPage(id string, from, limit int) ([]*factory.RunEvent, error) {
+	prefix := runEventPrefix + id + "/"
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(fmt.Sprintf("%s%010d", prefix, max(from, 0))), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*factory.RunEvent
+	for it.First(); it.Valid() && len(out) < limit; it.Next() {
+		e := &factory.RunEvent{}
+		if err := json.Unmarshal(it.Value(), e); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		out = append(out, e)
+	}
+	return out, it.Error()
 }
 
 // PendingFollowUp is a queued follow-up: its key (to drop it) and message.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"factory/internal/confine"
 	"factory/internal/docker"
+	"factory/internal/runtime"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -24,6 +26,11 @@ type Options struct {
 	Backend       string
 	DockerNetwork string
 	DockerImage   string
+	// Hidden are paths no agent of the direct backend may reach besides
+	// Dir (the worker's credentials files); Unconfined runs them
+	// unconfined (docs/security.md).
+	Hidden     []string
+	Unconfined bool
 }
 
 // Backends a worker runs turns with.
@@ -36,8 +43,15 @@ const (
 // ends.
 func Run(ctx context.Context, c Credentials, o Options, log *slog.Logger) error {
 	w := &Worker{ID: o.ID, MaxRuns: o.MaxRuns, Dir: o.Dir, Log: log.With("worker", o.ID), DockerImage: o.DockerImage}
+	confine.HideProcess() // its memory and environment hold its credentials
 	switch o.Backend {
 	case BackendDirect, "":
+		how, ok := confine.Describe()
+		if ok && !o.Unconfined {
+			w.Confine = &runtime.Confinement{Hidden: append([]string{o.Dir}, o.Hidden...)}
+		} else {
+			w.Log.Warn("agents run unconfined, as this worker's user: each can read the worker's credentials and every run's workspace", "confinement", how)
+		}
 	case BackendDocker:
 		b, err := docker.Open(ctx, o.ID, o.DockerNetwork, w.Log)
 		if err != nil {

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"factory"
@@ -37,6 +40,9 @@ type Worker struct {
 	// none.
 	Docker      *docker.Backend
 	DockerImage string
+	// Confine, when set, confines the direct backend's agents to their
+	// runs' folders (runtime.Confinement).
+	Confine *runtime.Confinement
 
 	outputs jetstream.ObjectStore // this worker's, nil without one
 	mu      sync.Mutex
@@ -309,29 +315,38 @@ func (w *Worker) heartbeat(a *Assignment, stop chan struct{}) {
 // execute runs the turn in its folder on this machine with the worker's
 // backend: a container (docker) or a process group (direct); both lay the
 // folder out as every host does (runtime.LayOut).
-func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, string) {
+func (w *Worker) execute(ctx context.Context, a *Assignment) (res runtime.Result, outDir string) {
 	t := a.Turn
 	t.Dir = filepath.Join(w.Dir, "runs", a.RunID)
 	t.Command = ownCommand(t.Command, w.Docker != nil)
 	t.RunAs = nil
-	events := func(e runtime.Event) {
+	// The turn's status messages within its bounds (the agent's flood
+	// stops here, not in the events stream); the rest are counted in its
+	// result.
+	events, dropped := runtime.LimitOutput(func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
-	}
+	}, runtime.DefaultOutputLimits)
+	defer func() {
+		if d := dropped(); d.Messages > 0 {
+			res.Dropped = &d
+		}
+	}()
 	// The run is INPROGRESS from its agent's start (its setup is not).
 	// The agent's process group is noted beside the workspace until the
 	// turn ends: a worker that died under it kills it when it is back.
-	agentFile := filepath.Join(t.Dir, agentProcessFile)
-	defer os.Remove(agentFile)
+	defer os.Remove(filepath.Join(t.Dir, agentProcessFile))
 	t.Started = func(pid int) {
 		if pid > 0 {
 			b, _ := json.Marshal(runtime.ProcessOf(pid))
-			_ = os.WriteFile(agentFile, b, 0o600)
+			_ = runtime.WriteRunFile(t.Dir, agentProcessFile, b)
 		}
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
 	}
 	if w.Docker == nil {
+		t.Confine = w.Confine
 		return runtime.Here(ctx, t, runtime.ExecutorFor(&t), events), t.OutputDir()
 	}
+	defer t.Release()
 	if err := runtime.LayOut(&t); err != nil {
 		return runtime.Result{State: factory.StateError, Message: "the worker's workspace: " + err.Error()}, ""
 	}
@@ -380,35 +395,46 @@ func (w *Worker) reapLeftovers() {
 // attachOutputs adds the files the agent left in its output folder to a
 // turn's end: put in this worker's object store (each up to
 // artifacts.MaxFileBytes, artifacts.MaxRunBytes in all), or, without one,
-// in the event itself (up to maxOutputs in all). A file left out is said
-// in the result's message.
+// in the event itself (up to maxOutputs in all). The folder is the agent's:
+// it is read through a root of it (the output folder itself, not a link
+// the agent put in its place), regular files only, each opened without
+// blocking and measured as opened. A file left out is said in the result's
+// message.
 func (w *Worker) attachOutputs(e *Event, dir string) {
+	root, err := runtime.OpenRunFolder(filepath.Dir(dir), filepath.Base(dir))
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			e.Result.Message += fmt.Sprintf(" (output files not sent back: %v)", err)
+		}
+		return
+	}
+	defer root.Close()
 	var skipped []string
 	total := 0
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	limit := maxOutputs
+	if w.outputs != nil {
+		limit = artifacts.MaxRunBytes
+	}
+	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		info, err := d.Info()
+		f, size, err := openRegular(root, rel)
 		if err != nil {
-			return nil
-		}
-		limit := maxOutputs
-		if w.outputs != nil {
-			limit = artifacts.MaxRunBytes
-		}
-		if info.Size() > artifacts.MaxFileBytes || total+int(info.Size()) > limit {
 			skipped = append(skipped, rel)
 			return nil
 		}
-		if err := w.attachOutput(e, p, rel); err != nil {
+		defer f.Close()
+		if size > artifacts.MaxFileBytes || total+int(size) > limit {
+			skipped = append(skipped, rel)
+			return nil
+		}
+		if err := w.attachOutput(e, f, rel); err != nil {
 			w.Log.Warn("sending an output file", "run", e.RunID, "file", rel, "err", err)
 			skipped = append(skipped, rel)
 			return nil
 		}
-		total += int(info.Size())
+		total += int(size)
 		return nil
 	})
 	if len(skipped) > 0 {
@@ -416,9 +442,26 @@ func (w *Worker) attachOutputs(e *Event, dir string) {
 	}
 }
 
-func (w *Worker) attachOutput(e *Event, path, rel string) error {
+// openRegular opens a regular file of a root without blocking (a named
+// pipe swapped in since the walk is refused), and says its size as opened.
+func openRegular(root *os.Root, name string) (*os.File, int64, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s: not a regular file", name)
+	}
+	return f, fi.Size(), nil
+}
+
+func (w *Worker) attachOutput(e *Event, f *os.File, rel string) error {
+	// Never more than the limit, whatever the file grew to since.
+	r := io.LimitReader(f, artifacts.MaxFileBytes)
 	if w.outputs == nil {
-		b, err := os.ReadFile(path)
+		b, err := io.ReadAll(r)
 		if err != nil {
 			return err
 		}
@@ -428,15 +471,10 @@ func (w *Worker) attachOutput(e *Event, path, rel string) error {
 		e.Outputs[rel] = b
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := e.Attempt + "/" + rel
-	if _, err := w.outputs.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+	if _, err := w.outputs.Put(ctx, jetstream.ObjectMeta{Name: name}, r); err != nil {
 		return err
 	}
 	e.OutputObjects = append(e.OutputObjects, name)

@@ -82,7 +82,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 		return nil, fmt.Errorf("the workers' streams: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log, Claim: o.Claim}
+	disp := &Dispatcher{NC: nc, JS: js, Lease: o.Lease, Log: log, Claim: o.Claim, Allowed: reg.Allowed}
 	if err := disp.Start(wctx); err != nil {
 		cancel()
 		nc.Close()
@@ -92,6 +92,7 @@ func StartControlPlane(ctx context.Context, o Options, s *store.Store, dataDir s
 	reg.JS, reg.URL, reg.Connected, reg.Activity = js, redactURL(url), disp.Ping, disp.Activity
 	if emb != nil {
 		reg.Connected = emb.Connected // the server knows its connections
+		reg.Disconnect = emb.Disconnect
 	}
 	log.Info("workers", "nats", redactURL(url), "embedded", emb != nil, "lease", o.Lease)
 	cp := &ControlPlane{NATS: emb, URL: redactURL(url), Registry: reg, disp: disp, stop: func() { cancel(); nc.Close(); shutdown() }}
@@ -131,6 +132,15 @@ func (cp *ControlPlane) Stop() { cp.stop() }
 
 // Host is the run manager's host for turns on workers.
 func (cp *ControlPlane) Host() *Dispatcher { return cp.disp }
+
+// SetOwner sets what says whether a turn on the workers is live (the run
+// manager's Owns): events of a turn nobody follows are held only for one
+// that is.
+func (cp *ControlPlane) SetOwner(owns func(runID, attempt string) bool) {
+	cp.disp.mu.Lock()
+	cp.disp.Owner = owns
+	cp.disp.mu.Unlock()
+}
 
 // SetClaim sets what records workers' claims (the run manager's Claim):
 // until then, every claim is refused and its turn stays queued.

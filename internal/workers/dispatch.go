@@ -35,17 +35,48 @@ type Dispatcher struct {
 	// Claim records a worker's claim of a turn (the run manager's, which
 	// owns the run's state); an error refuses it. Set before Start.
 	Claim func(runID, attempt, worker string) error
+	// Allowed, when set, says whether a worker's claims and events are
+	// taken (it is not revoked): those of a revoked worker are dropped.
+	Allowed func(worker string) bool
+
+	// Owner, when set, says whether a turn is live (the run's current
+	// attempt on the workers): events of a turn nobody follows are kept
+	// for it only when it is.
+	Owner func(runID, attempt string) bool
 
 	mu      sync.Mutex
-	waiting map[string]chan worker.Event // by attempt
-	seen    map[string]*heardOf          // by worker
-	// orphans are events of turns nobody follows yet (a restarted control
-	// plane hears them before it follows the turns again), by attempt.
-	orphans map[string][]worker.Event
+	waiting map[string]*waiter  // by attempt
+	seen    map[string]*heardOf // by worker
+	// orphans are events of live turns nobody follows yet (a restarted
+	// control plane hears them before it follows the turns again), by
+	// attempt, within bounds; orphanBytes is their size in all.
+	orphans     map[string]*orphan
+	orphanBytes int
 }
 
-// Orphan events kept at most, in all.
-const maxOrphans = 10_000
+// waiter is a turn being followed: its events' channel, closed gone when
+// it is followed no more.
+type waiter struct {
+	ch   chan worker.Event
+	gone chan struct{}
+}
+
+// orphan is what is held of a turn nobody follows yet.
+type orphan struct {
+	events []worker.Event
+	bytes  int
+	at     time.Time
+}
+
+// Bounds of what the dispatcher holds for turns nobody follows: a worker
+// that sends events for turns that are not live, or floods a live one
+// before it is followed, cannot exhaust the control plane's memory.
+const (
+	maxOrphanTurns    = 1_000
+	maxOrphanMessages = 200      // a turn's messages (its claim, start and end beside)
+	maxOrphanBytes    = 64 << 20 // in all
+	orphanTTL         = 10 * time.Minute
+)
 
 // Activity is what the control plane has heard of a worker: the turns it
 // holds, and when it last said anything.
@@ -101,16 +132,29 @@ func (d *Dispatcher) Ping(name string) bool {
 	return err == nil
 }
 
+// Bounds of the events stream: a worker cannot fill the control plane's
+// disk. Each worker's subject keeps its latest MaxEventsPerWorker events
+// (a flood pushes out its own oldest, not another worker's), the stream
+// MaxEvents and MaxEventsBytes in all, an event at most MaxEventBytes (the
+// embedded server's largest message).
+const (
+	MaxEventsPerWorker = 100_000
+	MaxEvents          = 1_000_000
+	MaxEventsBytes     = 1 << 30
+	MaxEventBytes      = 8 << 20
+)
+
 // Setup creates the streams and the shared consumer, idempotently: the
 // runs' work queue (each turn taken once) and the events (kept a day, for
-// a control plane that restarts).
+// a control plane that restarts, within bounds).
 func Setup(ctx context.Context, js jetstream.JetStream) error {
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: RunsStream, Subjects: []string{"factory.runs.>"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
 		return fmt.Errorf("stream %s: %w", RunsStream, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: EventsStream, Subjects: []string{"factory.events.>"},
-		Storage: jetstream.FileStorage, MaxAge: 24 * time.Hour}); err != nil {
+		Storage: jetstream.FileStorage, MaxAge: 24 * time.Hour, MaxBytes: MaxEventsBytes, MaxMsgs: MaxEvents,
+		MaxMsgsPerSubject: MaxEventsPerWorker, MaxMsgSize: MaxEventBytes, Discard: jetstream.DiscardOld}); err != nil {
 		return fmt.Errorf("stream %s: %w", EventsStream, err)
 	}
 	_, err := js.CreateOrUpdateConsumer(ctx, RunsStream, jetstream.ConsumerConfig{Durable: anyConsumer, FilterSubject: anySubject,
@@ -133,7 +177,7 @@ func AddWorker(ctx context.Context, js jetstream.JetStream, id string) error {
 // Start consumes the events stream and answers claims until ctx ends.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
-	d.waiting, d.seen, d.orphans = map[string]chan worker.Event{}, map[string]*heardOf{}, map[string][]worker.Event{}
+	d.waiting, d.seen, d.orphans, d.orphanBytes = map[string]*waiter{}, map[string]*heardOf{}, map[string]*orphan{}, 0
 	d.mu.Unlock()
 	c, err := d.JS.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "control-plane",
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -146,7 +190,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			// Who sent it is the subject it came on (a worker may
 			// publish on its own only), never what the event says.
 			e.Worker = strings.TrimPrefix(m.Subject(), "factory.events.")
-			d.route(e)
+			if d.allowed(e.Worker) {
+				d.route(e)
+			}
 		}
 		_ = m.Ack()
 	})
@@ -176,6 +222,8 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	switch err := json.Unmarshal(m.Data, &req); {
 	case err != nil || req.RunID == "" || req.Attempt == "":
 		ans = worker.ClaimAnswer{Reason: "not a claim"}
+	case !d.allowed(name):
+		ans = worker.ClaimAnswer{Reason: "worker " + name + " is revoked"}
 	case claim == nil:
 		ans = worker.ClaimAnswer{Reason: "the control plane takes no claims yet", Retry: true}
 	default:
@@ -191,48 +239,137 @@ func (d *Dispatcher) answerClaim(m *nats.Msg) {
 	_ = m.Respond(b)
 }
 
+// allowed says whether what comes in a worker's name is taken.
+func (d *Dispatcher) allowed(name string) bool {
+	return d.Allowed == nil || d.Allowed(name)
+}
+
 func (d *Dispatcher) route(e worker.Event) {
 	d.heard(e)
 	d.mu.Lock()
-	ch := d.waiting[e.Attempt]
-	if ch == nil {
-		if len(d.orphans) < maxOrphans && len(d.orphans[e.Attempt]) < 200 || e.Kind == "done" || e.Kind == "claimed" {
-			d.orphans[e.Attempt] = append(d.orphans[e.Attempt], e)
+	w, owner := d.waiting[e.Attempt], d.Owner
+	d.mu.Unlock()
+	if w == nil {
+		// Nobody follows it: kept for a live turn (asked outside the
+		// lock: it reads the store), else dropped.
+		if owner != nil && !owner(e.RunID, e.Attempt) {
+			return
+		}
+		d.mu.Lock()
+		if w = d.waiting[e.Attempt]; w == nil {
+			d.keepOrphan(e)
+			d.mu.Unlock()
+			return
 		}
 		d.mu.Unlock()
-		return
 	}
-	d.mu.Unlock()
 	select {
-	case ch <- e:
+	case w.ch <- e:
 	default:
-		// The turn's buffer is full: messages may go, its claim and end not.
+		// The turn's buffer is full: messages may go, its claim and end
+		// not, unless the turn is followed no more.
 		if e.Kind == "done" || e.Kind == "claimed" {
-			ch <- e
+			select {
+			case w.ch <- e:
+			case <-w.gone:
+			}
 		}
 	}
+}
+
+// keepOrphan holds an event of a turn nobody follows yet, within bounds:
+// its claim, start and end once each, its messages up to
+// maxOrphanMessages, heartbeats never; at most maxOrphanTurns turns (those
+// held past orphanTTL go first) and maxOrphanBytes in all. d.mu is held.
+func (d *Dispatcher) keepOrphan(e worker.Event) {
+	o := d.orphans[e.Attempt]
+	if o == nil {
+		if len(d.orphans) >= maxOrphanTurns {
+			d.dropStaleOrphans()
+		}
+		if len(d.orphans) >= maxOrphanTurns {
+			return
+		}
+		o = &orphan{at: time.Now()}
+		d.orphans[e.Attempt] = o
+	}
+	size := eventSize(e)
+	messages := 0
+	for i, have := range o.events {
+		if have.Kind == e.Kind && e.Kind != "message" {
+			if e.Kind == "done" && d.orphanBytes-eventSize(have)+size <= maxOrphanBytes {
+				d.orphanBytes += size - eventSize(have)
+				o.bytes += size - eventSize(have)
+				o.events[i] = e // the last end said
+			}
+			return
+		}
+		if have.Kind == "message" {
+			messages++
+		}
+	}
+	switch {
+	case e.Kind == "heartbeat":
+	case e.Kind == "message" && messages >= maxOrphanMessages:
+	case d.orphanBytes+size > maxOrphanBytes:
+	default:
+		o.events = append(o.events, e)
+		o.bytes += size
+		d.orphanBytes += size
+	}
+}
+
+// dropStaleOrphans forgets the turns held past orphanTTL. d.mu is held.
+func (d *Dispatcher) dropStaleOrphans() {
+	for attempt, o := range d.orphans {
+		if time.Since(o.at) > orphanTTL {
+			d.orphanBytes -= o.bytes
+			delete(d.orphans, attempt)
+		}
+	}
+}
+
+// eventSize is about what an event holds in memory.
+func eventSize(e worker.Event) int {
+	n := 256 + len(e.RunID) + len(e.Attempt) + len(e.Worker) + len(e.Kind) + len(e.Message)
+	if r := e.Result; r != nil {
+		n += len(r.Message) + len(r.Stderr) + len(r.Code)
+	}
+	for name, b := range e.Outputs {
+		n += len(name) + len(b)
+	}
+	for _, name := range e.OutputObjects {
+		n += len(name)
+	}
+	return n
 }
 
 // register starts following an attempt: its channel gets the events
 // heard before, then the new ones.
 func (d *Dispatcher) register(attempt string) chan worker.Event {
-	ch := make(chan worker.Event, 256)
+	w := &waiter{ch: make(chan worker.Event, 256), gone: make(chan struct{})}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, e := range d.orphans[attempt] {
-		select {
-		case ch <- e:
-		default:
+	if o := d.orphans[attempt]; o != nil {
+		for _, e := range o.events {
+			select {
+			case w.ch <- e:
+			default:
+			}
 		}
+		d.orphanBytes -= o.bytes
+		delete(d.orphans, attempt)
 	}
-	delete(d.orphans, attempt)
-	d.waiting[attempt] = ch
-	return ch
+	d.waiting[attempt] = w
+	return w.ch
 }
 
 func (d *Dispatcher) unregister(attempt string) {
 	d.mu.Lock()
-	delete(d.waiting, attempt)
+	if w := d.waiting[attempt]; w != nil {
+		close(w.gone)
+		delete(d.waiting, attempt)
+	}
 	d.mu.Unlock()
 }
 

@@ -206,6 +206,18 @@ func (e *Embedded) Connected(user string) bool {
 	return err == nil && cz.NumConns > 0
 }
 
+// Disconnect closes every connection of a user now (a revoked worker's:
+// its reconnections are refused at authentication).
+func (e *Embedded) Disconnect(user string) {
+	cz, err := e.Server.Connz(&server.ConnzOptions{Username: true, User: user, Limit: 1 << 16})
+	if err != nil {
+		return
+	}
+	for _, c := range cz.Conns {
+		_ = e.Server.DisconnectClientByID(c.Cid)
+	}
+}
+
 // Shutdown stops the server after its clients.
 func (e *Embedded) Shutdown() {
 	e.Server.Shutdown()

@@ -32,6 +32,16 @@ type Registry struct {
 	// External is a NATS cluster of its own (serve --nats): its operator
 	// makes the workers' users; a worker here is its queue and record.
 	External bool
+	// Disconnect closes a worker's connections now (the embedded
+	// server's), when revoked.
+	Disconnect func(name string)
+}
+
+// Allowed says whether what comes in a worker's name (a claim, an event)
+// is taken: it is registered and not revoked.
+func (g *Registry) Allowed(name string) bool {
+	w, err := g.Store.Worker(name)
+	return err == nil && w.RevokedAt == nil
 }
 
 // Lookup is Accounts.Worker over the store.
@@ -145,7 +155,10 @@ func (g *Registry) List(ctx context.Context) ([]WorkerInfo, error) {
 	return out, nil
 }
 
-// Revoke refuses a worker's next connections.
+// Revoke refuses a worker: its connections to the embedded server are
+// closed at once and its next ones refused; its claims and events are
+// refused from then on, whatever connection they come through (on a
+// cluster of one's own, remove its user there too).
 func (g *Registry) Revoke(ctx context.Context, name string) error {
 	w, err := g.Store.Worker(name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -158,5 +171,11 @@ func (g *Registry) Revoke(ctx context.Context, name string) error {
 	w.RevokedAt = &now
 	b := g.Store.NewBatch()
 	b.PutWorker(w)
-	return b.Commit()
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	if g.Disconnect != nil {
+		g.Disconnect(name)
+	}
+	return nil
 }

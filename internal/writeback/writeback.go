@@ -159,7 +159,7 @@ func (rp *Reporter) report(ctx context.Context, id string) error {
 	if err != nil {
 		return errNothingToDo // a host this server has no credential for: nothing is reached
 	}
-	events, err := rp.Store.RunEvents(id)
+	events, err := rp.bodyEvents(id)
 	if err != nil {
 		return err
 	}
@@ -271,6 +271,40 @@ func Body(r *factory.Run, events []*factory.RunEvent, publicURL string) string {
 		}
 	}
 	return b.String() + "\n"
+}
+
+// bodyEvents are the events of a run's timeline that Body reads (its
+// follow-ups, the last turn's start and the agent's last message after
+// it), read a page at a time: a long timeline is never held whole.
+func (rp *Reporter) bodyEvents(id string) ([]*factory.RunEvent, error) {
+	var followUps []*factory.RunEvent
+	var start, last *factory.RunEvent
+	for from := 0; ; {
+		page, err := rp.Store.RunEventsPage(id, from, factory.TimelinePage)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			switch {
+			case e.Kind == "followup":
+				followUps = append(followUps, e)
+			case e.Kind == "started" || e.Kind == "claimed":
+				start, last = e, nil
+			case lastAgentMessage([]*factory.RunEvent{e}) != "":
+				last = e
+			}
+		}
+		if len(page) < factory.TimelinePage {
+			break
+		}
+		from += len(page)
+	}
+	for _, e := range []*factory.RunEvent{start, last} {
+		if e != nil {
+			followUps = append(followUps, e)
+		}
+	}
+	return followUps, nil
 }
 
 // lastAgentMessage is the agent's last status message of the last turn.
