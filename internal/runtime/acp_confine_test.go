@@ -70,7 +70,9 @@ func TestACPFileConfinement(t *testing.T) {
 
 // swapAgent is an ACP agent in a shell that, at its prompt, swaps its
 // workspace for a link to $SECRETS and asks the client to read and write
-// there, reporting the answers as its messages.
+// there, reporting the answers as its messages. Like a real agent, it
+// lives on after its turn (until its input closes): one that exits at once
+// races its last messages against the client's notice of its exit.
 const swapAgent = `
 reply() { printf '{"jsonrpc":"2.0","id":%s,"result":%s}\n' "$1" "$2"; }
 idof() { printf '%s' "$1" | sed -n 's/^.*"id":\([0-9][0-9]*\).*$/\1/p'; }
@@ -84,6 +86,7 @@ read -r l; say "read: $l"
 printf '{"jsonrpc":"2.0","id":902,"method":"fs/write_text_file","params":{"sessionId":"s1","path":"%s/planted.txt","content":"planted"}}\n' "$ws"
 read -r l; say "write: $l"
 reply "$p" '{"stopReason":"end_turn"}'
+cat >/dev/null
 `
 
 // TestACPWorkspaceOpenedOnce is the attack of an agent that swaps its

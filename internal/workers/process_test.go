@@ -609,7 +609,11 @@ func TestWorkerReapsItsOrphans(t *testing.T) {
 			t.Fatalf("the agent of the killed worker still runs:\n%s", back.log())
 		}
 	}
-	if !strings.Contains(back.log(), "killed the processes left by a run") {
-		t.Fatalf("the worker's log:\n%s", back.log())
+	// The worker logs the reaping after the kill: its line may come a
+	// moment after the agent is seen gone.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(back.log(), "killed the processes left by a run"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's log:\n%s", back.log())
+		}
 	}
 }
