@@ -30,7 +30,7 @@ func (e *Evaluator) readFiles(f *factory.Factory, read *trigger.Delivery, autos 
 	if !need {
 		return
 	}
-	files := trigger.Files{Unread: trigger.NotRead + ": this server reads no code host"}
+	files := trigger.Files{Unread: trigger.NoReader}
 	pr := read.PullRequest()
 	if e.Files != nil {
 		files = e.Files(e.context(), f.Name, pr)

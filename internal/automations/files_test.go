@@ -47,7 +47,7 @@ func TestPullRequestFiles(t *testing.T) {
 		{"the host's cap", []string{"src"}, &trigger.Files{Paths: []string{"src/a.go"}, Capped: true},
 			[]string{"src"}, 1, "paths: matched against the first 1 files the pull request changes: its code host lists no more", []string{"src/a.go"}},
 		{"no automation filters on paths", []string{"any"}, &trigger.Files{Paths: []string{"src/a.go"}}, []string{"any"}, 0, "", nil},
-		{"no reader", []string{"src", "any"}, nil, []string{"any"}, 0, trigger.NotRead + ": this server reads no code host", nil},
+		{"no reader", []string{"src", "any"}, nil, []string{"any"}, 0, trigger.NoReader, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const uid = "wh_0000000000000000pr01"

@@ -23,6 +23,10 @@ type Applier struct {
 	// Harness, when set, says whether the server runs an agent harness:
 	// an agent whose harness it does not run is a plan warning.
 	Harness func(harness string) bool
+	// CodeHost, when set, says whether the server has a credential for a
+	// factory's code host: a paths filter on a pull request event of a
+	// host it has none for is a plan warning (CodeHostWarnings).
+	CodeHost func(factoryName, host string) bool
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

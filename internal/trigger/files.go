@@ -24,6 +24,10 @@ type Files struct {
 // paths when no one read its files (Delivery.SetFiles was not called).
 const NotRead = "paths: the pull request's files were not read"
 
+// NoReader is NotRead where nothing reads code hosts (a caller without a
+// reader of pull requests' files).
+const NoReader = NotRead + ": this server reads no code host"
+
 // UnreadFiles is what a failure to read a pull request's files makes of
 // them: a reason, for the delivery log and Test filter.
 func UnreadFiles(err error) Files {
