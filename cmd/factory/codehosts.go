@@ -78,12 +78,15 @@ func codeHostHooks(h *codehost.Hosts, s *store.Store, kr *secrets.Keyring, rp *w
 }
 
 // lazyHost makes its host when first used, and again after a failure.
+// It lists pull requests' files where its host does.
 type lazyHost struct {
 	name string
 	make func() (codehost.Host, error)
 	mu   sync.Mutex
 	host codehost.Host
 }
+
+var _ codehost.FileLister = (*lazyHost)(nil)
 
 func (l *lazyHost) get() (codehost.Host, error) {
 	l.mu.Lock()
@@ -163,6 +166,18 @@ func (l *lazyHost) Check(ctx context.Context, r codehost.Repo, c codehost.Check)
 		return err
 	}
 	return h.Check(ctx, r, c)
+}
+
+func (l *lazyHost) ChangedFiles(ctx context.Context, r codehost.Repo, number, max int) ([]string, bool, error) {
+	h, err := l.get()
+	if err != nil {
+		return nil, false, err
+	}
+	fl, ok := h.(codehost.FileLister)
+	if !ok {
+		return nil, false, fmt.Errorf("the %s host of this server does not list a pull request's files", l.name)
+	}
+	return fl.ChangedFiles(ctx, r, number, max)
 }
 
 func anyFactoryGitLab(cfg *server.FileConfig) bool {

@@ -53,12 +53,16 @@ type Evaluator struct {
 	// Observed, when set, is told of every provider event read (a
 	// definition check looks at pull requests); it must not block.
 	Observed func(ev *factory.ProviderEvent)
+	// Files, when set, reads a pull request's changed files from its code
+	// host, for the automations that filter on paths (readFiles).
+	Files FileReader
 
 	buffer   int // hand-overs held in memory; 0: 8,192
 	once     sync.Once
 	pending  chan handoff
 	overflow atomic.Bool
 	scans    atomic.Uint64 // scans of the stored queue completed
+	ctx      atomic.Value  // Run's context
 
 	mu       sync.Mutex
 	gen      uint64
@@ -119,6 +123,7 @@ func (e *Evaluator) Queued(it store.QueueItem) {
 // overflow and every few idle seconds as a safety net.
 func (e *Evaluator) Run(ctx context.Context) {
 	e.init()
+	e.ctx.Store(ctx)
 	scan := true
 	for {
 		if scan || e.overflow.Swap(false) {
@@ -335,7 +340,9 @@ func selects(autos []*compiledAutomation, src trigger.Source) bool {
 
 // requests builds the runs a delivery starts: one per enabled automation
 // that trigger.Decide says it fires. A provider's delivery keeps the event
-// it was read as, and why it reaches no automation when it does not.
+// it was read as, and why it reaches no automation when it does not; a
+// pull request's, the files it changes when an automation filters on
+// paths (readFiles).
 func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation, d *factory.Delivery) ([]runs.CreateRequest, error) {
 	body, err := e.Store.DeliveryPayload(hook.UID, d.ID)
 	if err != nil {
@@ -351,6 +358,7 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 	}
 	read := trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), d.EventType, payload)
 	keepEvent(d, read, &f.Settings)
+	e.readFiles(f, read, autos, d)
 	e.trackPullRequests(read.Events)
 	if e.Observed != nil {
 		for _, ev := range read.Events {

@@ -114,3 +114,17 @@ func ExplainKeys(keys map[string]factory.ValueSet, e *factory.ProviderEvent) []f
 	}
 	return out
 }
+
+// PullRequestFiles reports whether an event's paths are the files a pull
+// (merge) request changes, which its payload does not list: its code host
+// lists them (GitHub's pull_request_* events, GitLab's merge_request). A
+// push lists its files itself.
+func PullRequestFiles(e *factory.ProviderEvent) bool {
+	switch e.Provider {
+	case factory.ProviderGitHub:
+		return strings.HasPrefix(e.Event, "pull_request_")
+	case factory.ProviderGitLab:
+		return e.Event == "merge_request"
+	}
+	return false
+}

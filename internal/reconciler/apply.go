@@ -27,6 +27,10 @@ type Applier struct {
 	// environment that runs a harness, when they are not kept apart
 	// (environment NAME: why): a plan warning for each agent on it.
 	Isolation func(harness string) string
+	// CodeHost, when set, says whether the server has a credential for a
+	// factory's code host: a paths filter on a pull request event of a
+	// host it has none for is a plan warning (CodeHostWarnings).
+	CodeHost func(factoryName, host string) bool
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

@@ -485,6 +485,30 @@ func (c *crossCheck) codeForges() {
 	}
 }
 
+// CodeHostWarnings warns about each trigger that filters on paths for a
+// pull (merge) request event of a code host this server has no credential
+// for (has says whether it has): only the host's API lists the files a
+// pull request changes, so the trigger never fires.
+func CodeHostWarnings(d *Desired, has func(host string) bool) schema.Diagnostics {
+	var ds schema.Diagnostics
+	for _, a := range d.Automations {
+		for i, t := range a.Triggers {
+			host := trigger.PullRequestPaths(t)
+			if host == "" || a.Doc == nil || has(host) {
+				continue
+			}
+			where := "a GitHub App (codeHosts.github in the server config)"
+			if host == factory.ProviderGitLab {
+				where = "a GitLab token for this factory (codeHosts.gitlab in the server config, or in the factory's entry)"
+			}
+			ds = append(ds, a.Doc.Diag(schema.Warning, fmt.Sprintf("/triggers/%d/filter/paths", i), fmt.Sprintf(
+				"paths on %s is matched against the files the pull request changes, which this server reads through %s's API: "+
+					"it has no credential for %s, so this trigger never fires (configure %s)", t.Event, host, host, where)))
+		}
+	}
+	return ds
+}
+
 // HarnessWarnings warns about each agent whose resolved harness (defaults
 // ← agent) no environment of the server runs: its runs would fail
 // (harness_not_configured), and a plan should say so before they do; and,

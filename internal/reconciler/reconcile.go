@@ -99,10 +99,7 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 		return nil, Failed, err
 	}
 	p := c.Plan
-	if a.Harness != nil && c.Desired != nil {
-		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.Isolation)...)
-		p.Diagnostics.Sort()
-	}
+	a.ServerWarnings(name, c)
 	outcome := Applied
 	switch f := c.State.Factory; {
 	case !p.Valid():
@@ -117,6 +114,23 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 	}
 	a.remember(name, snap.Revision)
 	return c, outcome, nil
+}
+
+// ServerWarnings adds to a valid revision's plan the warnings only this
+// server can give: an agent whose harness it does not run, a paths filter
+// on pull requests of a code host it has no credential for.
+func (a *Applier) ServerWarnings(name string, c *Checked) {
+	if c.Desired == nil {
+		return
+	}
+	p := c.Plan
+	if a.Harness != nil {
+		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.Isolation)...)
+	}
+	if a.CodeHost != nil {
+		p.Diagnostics = append(p.Diagnostics, CodeHostWarnings(c.Desired, func(host string) bool { return a.CodeHost(name, host) })...)
+	}
+	p.Diagnostics.Sort()
 }
 
 // fixed is a source that has already been fetched.

@@ -60,7 +60,7 @@ func codeHostServerTree(t *testing.T, f *githubtest.Fake, tree map[string]string
 	bin := testbin.Factory(t)
 	var data string
 	rp := &writeback.Reporter{Hosts: hosts, Log: slog.New(slog.DiscardHandler), Backoff: []time.Duration{50 * time.Millisecond}}
-	h := startWith(t, func(s *store.Store, dir string) *runs.Manager {
+	h := startConfigured(t, func(c *server.Config) { c.CodeHosts = hosts }, func(s *store.Store, dir string) *runs.Manager {
 		data = dir
 		kr, err := secrets.LoadKeyring(dir)
 		if err != nil {

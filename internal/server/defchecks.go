@@ -62,6 +62,7 @@ func (s *Server) postDefinitionCheck(ctx context.Context, name, cloneURL string,
 	if err != nil {
 		return err
 	}
+	s.applier.ServerWarnings(name, c)
 	var impacts []reconciler.Impact
 	if c.Plan.Valid() {
 		if impacts, err = reconciler.MeasureImpact(c, s.store); err != nil {

@@ -161,6 +161,7 @@ func (s *Server) validateFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.applier.ServerWarnings(name, c)
 	if req.Strict {
 		c.Strict()
 	}

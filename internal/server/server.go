@@ -68,7 +68,8 @@ type Config struct {
 	Schedules factory.ScheduleLimits
 	// CodeHosts, when set, are the code hosts: pull requests on a
 	// factory's git source get a definition check (CheckName; default
-	// warp/factory-config).
+	// warp/factory-config), and a paths filter on a pull request event
+	// reads the files the pull request changes.
 	CodeHosts *codehost.Hosts
 	CheckName string
 	// EgressRanges are the address ranges outbound traffic comes from
@@ -132,6 +133,8 @@ type Server struct {
 	foreman   *foreman.Foreman
 	mcp       http.Handler
 	listenURL atomic.Value
+
+	files *codehost.FileReader // pull requests' changed files, for paths filters
 }
 
 // runner keeps one factory reconciled.
@@ -152,13 +155,20 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	cfg.Schedules = cfg.Schedules.OrDefaults()
 	applier.Loader.Schedules = cfg.Schedules
+	if applier.CodeHost == nil {
+		applier.CodeHost = func(factoryName, host string) bool {
+			_, err := cfg.CodeHosts.For(factoryName, host)
+			return err == nil
+		}
+	}
 	s := &Server{cfg: cfg, store: applier.Store, applier: applier, log: log, metrics: newMetrics(),
 		runners: map[string]*runner{}, ready: make(chan struct{}), started: time.Now().UTC(), validations: make(chan struct{}, maxValidations), push: newPushGuard(), signIn: newSignIn()}
 	s.backups = newBackups(s.metrics.reg)
 	if rec, err := backup.LastRecords(applier.Store); err == nil && rec.Last != nil {
 		s.backups.show(*rec.Last)
 	}
-	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll}
+	s.files = &codehost.FileReader{Hosts: cfg.CodeHosts}
+	s.svc = &service.Service{Store: applier.Store, Keyring: applier.Keyring, SyncMu: &s.syncMu, SecretsChanged: s.syncAll, Files: s.changedFiles}
 	var accepted func(store.QueueItem)
 	if cfg.Workers != nil {
 		s.metrics.workerGauges(cfg.Workers)
@@ -168,7 +178,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
-			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition}
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition, Files: s.changedFiles}
 		accepted = s.eval.Queued
 		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}

@@ -17,6 +17,7 @@ import (
 	"factory"
 	"factory/internal/secrets"
 	"factory/internal/store"
+	"factory/internal/trigger"
 )
 
 // Service runs operations against one store.
@@ -34,6 +35,9 @@ type Service struct {
 	// Accepted, when set, is handed a delivery accepted by Redeliver, to
 	// evaluate it now (as ingress hands over what it accepts).
 	Accepted func(store.QueueItem)
+	// Files, when set, reads a pull request's changed files from its code
+	// host, for Test filter on an automation that filters on paths.
+	Files func(ctx context.Context, factoryName string, ev *factory.ProviderEvent) trigger.Files
 }
 
 func (s *Service) lock() func() {

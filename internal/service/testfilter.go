@@ -28,7 +28,7 @@ func (s *Service) TestFilter(ctx context.Context, automationUID, deliveryID stri
 	if err != nil {
 		return nil, err
 	}
-	return s.explainDelivery(a, hook, d.EventType, payload)
+	return s.explainDelivery(ctx, a, hook, d.EventType, payload, d)
 }
 
 // TestPayload is Test filter on a pasted payload: the automation evaluated
@@ -54,7 +54,7 @@ func (s *Service) TestPayload(ctx context.Context, automationUID, webhookUID, ev
 	if err != nil {
 		return nil, err
 	}
-	return s.explainDelivery(a, hook, eventType, payload)
+	return s.explainDelivery(ctx, a, hook, eventType, payload, nil)
 }
 
 // testWebhook is the webhook a pasted payload is tested as arriving
@@ -85,9 +85,10 @@ func (s *Service) testWebhook(a *factory.Automation, uid string) (*factory.Webho
 }
 
 // explainDelivery is the Test filter result of a payload arriving through
-// a webhook: trigger.Decide's verdict, as evaluation would reach it, with
-// its checks key by key.
-func (s *Service) explainDelivery(a *factory.Automation, hook *factory.Webhook, eventType string, payload any) (*factory.TestResult, error) {
+// a webhook (stored: the delivery it is, when it is one): trigger.Decide's
+// verdict, as evaluation would reach it, with its checks key by key.
+func (s *Service) explainDelivery(ctx context.Context, a *factory.Automation, hook *factory.Webhook, eventType string, payload any,
+	stored *factory.Delivery) (*factory.TestResult, error) {
 	set, err := trigger.Compile(a.Spec.Triggers)
 	if err != nil {
 		return nil, err
@@ -96,7 +97,9 @@ func (s *Service) explainDelivery(a *factory.Automation, hook *factory.Webhook, 
 	if err != nil {
 		return nil, fmt.Errorf("factory %s: %w", a.Factory, err)
 	}
-	v := trigger.Decide(&f.Settings, trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), eventType, payload), set)
+	read := trigger.Read(hook.UID, factory.EventSourceOf(&hook.Spec), eventType, payload)
+	filesNote := s.pullRequestFiles(ctx, f, set, read, stored)
+	v := trigger.Decide(&f.Settings, read, set)
 	x := v.Explain()
 	res := &factory.TestResult{PayloadCheck: factory.PayloadCheck{Passed: x.PayloadMatched, Keys: x.Keys}}
 	res.WebhookCheck = webhookCheck(hook, x)
@@ -107,11 +110,41 @@ func (s *Service) explainDelivery(a *factory.Automation, hook *factory.Webhook, 
 		// delivery log gives the same reason.
 		notes = append(notes, v.Reason)
 	}
+	if filesNote != "" {
+		notes = append(notes, filesNote)
+	}
 	if !a.Spec.Enabled {
 		notes = append(notes, "the automation is disabled: it does not fire")
 	}
 	res.Note = strings.Join(notes, "; ")
 	return res, nil
+}
+
+// pullRequestFiles gives a pull request's delivery its changed files when
+// the automation filters on paths for it, and says what it did: the files
+// the delivery's evaluation read, kept with it, else those its code host
+// lists now (Files), or why they could not be read.
+func (s *Service) pullRequestFiles(ctx context.Context, f *factory.Factory, set *trigger.Set, read *trigger.Delivery, stored *factory.Delivery) string {
+	if !set.NeedsFiles(&f.Settings, read) {
+		return ""
+	}
+	pr := read.PullRequest()
+	if stored != nil && stored.Event != nil && stored.Event.Event == pr.Event {
+		if paths, ok := stored.Event.Fields["paths"]; ok {
+			files := trigger.Files{Paths: paths}
+			read.SetFiles(files)
+			return files.Note() + " (as read when the delivery was evaluated)"
+		}
+	}
+	files := trigger.Files{Unread: trigger.NoReader}
+	if s.Files != nil {
+		files = s.Files(ctx, f.Name, pr)
+	}
+	read.SetFiles(files)
+	if files.Unread != "" {
+		return files.Note()
+	}
+	return files.Note() + " (read from its code host now)"
 }
 
 // automation is an automation by UID, or a not-found error naming it.

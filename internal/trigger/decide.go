@@ -1,6 +1,7 @@
 package trigger
 
 import (
+	"cmp"
 	"fmt"
 
 	"factory"
@@ -21,6 +22,8 @@ type Delivery struct {
 	// (events.Normalize), in order; when there are none, Unread says why.
 	Events []*factory.ProviderEvent
 	Unread string
+	// files are its pull request's changed files (SetFiles).
+	files *Files
 }
 
 // Read prepares a delivery for Decide: a provider's delivery is read as
@@ -89,6 +92,11 @@ func (v Verdict) Explain() Explanation { return v.set.Explain(v.shown) }
 // its events: the first event that factory.yaml's repositories lets
 // through and that a provider trigger matches. An automation fires at most
 // once per delivery, however many of its events match.
+//
+// A pull request event's paths are the files SetFiles gave the delivery:
+// without them (unread, or never read) it matches no trigger that filters
+// on paths, and when such a trigger is all that stopped it, the reason
+// says why the files are missing.
 func Decide(settings *factory.Settings, d *Delivery, s *Set) Verdict {
 	hook := Event{Source: Webhook(d.WebhookUID), Payload: d.Payload}
 	v := Verdict{set: s, shown: hook}
@@ -105,25 +113,34 @@ func Decide(settings *factory.Settings, d *Delivery, s *Set) Verdict {
 	}
 	src := ProviderDelivery(d.Provider, d.WebhookUID)
 	if s.Selects(src) {
-		v.shown = Event{Source: src, Payload: d.Payload, Provider: d.Events[0]}
+		v.shown = d.event(src, d.Events[0])
 	}
-	routed := false
+	routed, unread := false, ""
 	for _, ev := range d.Events {
 		if !listsRepository(settings, ev.Repository) {
 			continue
 		}
 		routed = true
-		if e := (Event{Source: src, Payload: d.Payload, Provider: ev}); s.Match(e) {
+		e := d.event(src, ev)
+		if s.Match(e) {
 			v.Stage, v.Event, v.shown = Fired, ev, e
 			return v
+		}
+		if unread == "" && e.PathsUnread != "" && s.awaitsPaths(e) {
+			unread, v.shown = e.PathsUnread, e
 		}
 	}
 	if !routed {
 		v.Stage, v.Reason = Unrouted, notRouted(d.Events[0].Repository)
 		return v
 	}
-	v.Stage, v.Reason = Unmatched, NoMatch
+	v.Stage, v.Reason = Unmatched, cmp.Or(unread, NoMatch)
 	return v
+}
+
+// event is one of the delivery's provider events as the triggers read it.
+func (d *Delivery) event(src Source, ev *factory.ProviderEvent) Event {
+	return Event{Source: src, Payload: d.Payload, Provider: ev, PathsUnread: d.filesUnread(ev)}
 }
 
 // Outcome is why a delivery reaches no automation of its factory, whatever

@@ -53,7 +53,7 @@ var providers = map[string]provider{
 	factory.ProviderGitLab: {
 		events:  []string{"merge_request", "bot_mentioned", "push"},
 		payload: true,
-		keys:    map[string][]string{"repos": nil, "actions": {"merge_request", "push"}},
+		keys:    map[string][]string{"repos": nil, "actions": {"merge_request", "push"}, "paths": {"merge_request"}},
 	},
 	factory.ProviderLinear: {
 		events:  []string{"issue_created", "issue_labeled", "issue_assigned", "issue_state_changed", "comment_created", "agent_session_created"},
@@ -150,9 +150,6 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 		case t.Provider == factory.ProviderSlack && key == "channels":
 			out = append(out, Problem{Pointer: "/filter/channels", Warning: true,
 				Message: "channels are matched against channel IDs (C0123456789): this server does not resolve Slack channel names; list IDs, or use channel_ids"})
-		case t.Provider == factory.ProviderGitHub && key == "paths" && t.Event != "push":
-			out = append(out, Problem{Pointer: "/filter/paths", Warning: true,
-				Message: fmt.Sprintf("paths never matches %s: a pull request's payload lists no files (only push events do)", t.Event)})
 		case events != nil && !slices.Contains(events, t.Event):
 			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("filter key %s does not apply to %s %s (it applies to %s)",
 				key, t.Provider, t.Event, strings.Join(events, ", "))})

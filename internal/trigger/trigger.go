@@ -12,6 +12,7 @@ package trigger
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"factory"
@@ -40,6 +41,10 @@ type Event struct {
 	Source   Source
 	Payload  any
 	Provider *factory.ProviderEvent
+	// PathsUnread says why the event's paths are not known (a pull
+	// request's files that were not read): it then matches no trigger
+	// that filters on paths.
+	PathsUnread string
 }
 
 // ProviderDelivery is the source of a delivery to a provider's webhook
@@ -93,11 +98,29 @@ func (c *compiled) matches(ev Event) bool {
 		return false
 	}
 	if c.spec.Provider != factory.ProviderWebhook {
-		if ev.Provider == nil || ev.Provider.Event != c.spec.Event || !events.MatchKeys(c.spec.Filter.Keys, ev.Provider) {
+		if ev.Provider == nil || ev.Provider.Event != c.spec.Event || ev.PathsUnread != "" && c.filtersPaths() ||
+			!events.MatchKeys(c.spec.Filter.Keys, ev.Provider) {
 			return false
 		}
 	}
 	return c.payload.Match(ev.Payload)
+}
+
+// awaitsPaths reports whether only unknown paths stop a trigger of s from
+// firing for an event: it filters on paths, and everything else matches.
+func (s *Set) awaitsPaths(ev Event) bool {
+	for i := range s.triggers {
+		c := &s.triggers[i]
+		if ev.PathsUnread == "" || ev.Provider == nil || !c.filtersPaths() || !c.selects(ev.Source) || ev.Provider.Event != c.spec.Event {
+			continue
+		}
+		rest := maps.Clone(c.spec.Filter.Keys)
+		delete(rest, "paths")
+		if events.MatchKeys(rest, ev.Provider) && c.payload.Match(ev.Payload) {
+			return true
+		}
+	}
+	return false
 }
 
 // Selects reports whether any trigger listens to a source, whatever the
@@ -213,7 +236,13 @@ func (c *compiled) explain(ev Event) []factory.KeyResult {
 	if c.spec.Provider != factory.ProviderWebhook && ev.Provider != nil {
 		out = append(out, factory.KeyResult{Path: "event", Operator: "in", Expected: []string{c.spec.Event}, Actual: ev.Provider.Event,
 			ActualPresent: true, Passed: ev.Provider.Event == c.spec.Event})
-		out = append(out, events.ExplainKeys(c.spec.Filter.Keys, ev.Provider)...)
+		keys := events.ExplainKeys(c.spec.Filter.Keys, ev.Provider)
+		for i := range keys {
+			if keys[i].Path == "paths" && ev.PathsUnread != "" {
+				keys[i].Passed = false // not_in too: files not read pass no check
+			}
+		}
+		out = append(out, keys...)
 	}
 	return append(out, c.payload.Explain(ev.Payload)...)
 }

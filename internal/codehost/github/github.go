@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,6 +228,58 @@ func (a *App) PullRequests(ctx context.Context, r codehost.Repo, branch string) 
 			Branch: pr.GetHead().GetRef(), Status: Status(pr.GetState(), pr.GetDraft(), pr.MergedAt != nil)})
 	}
 	return out, nil
+}
+
+// maxFilePages is how many pages of a pull request's files GitHub gives
+// at most: 3,000 files, 100 a page.
+const maxFilePages = 30
+
+// ChangedFiles lists the files a pull request changes (GET
+// /repos/{owner}/{repo}/pulls/{pull_number}/files), a page of 100 at a
+// time, each page read one file at a time (its patch is not kept), at
+// most max files: each file's path, and a renamed file's previous one.
+// GitHub lists 3,000 files of a pull request at most: capped says the
+// list reached that cap (or max), so the pull request may change more.
+func (a *App) ChangedFiles(ctx context.Context, r codehost.Repo, number, max int) ([]string, bool, error) {
+	c, err := a.client(ctx, r)
+	if err != nil {
+		return nil, false, err
+	}
+	list := &codehost.FileList{Max: min(max, codehost.MaxChangedFiles)}
+	for page, pages := 1, 0; page > 0 && !list.Full(); pages++ {
+		if pages == maxFilePages {
+			return nil, false, fmt.Errorf("the files of %s#%d: more than %d pages", r.Path, number, maxFilePages)
+		}
+		next, err := a.filesPage(ctx, c, r, number, page, list)
+		if err != nil {
+			return nil, false, fmt.Errorf("the files of %s#%d: %w", r.Path, number, err)
+		}
+		page = next
+	}
+	return list.Paths, list.Full(), nil
+}
+
+// filesPage reads one page of a pull request's files into list, and says
+// which page is next (0: none).
+func (a *App) filesPage(ctx context.Context, c *gh.Client, r codehost.Repo, number, page int, list *codehost.FileList) (int, error) {
+	u := fmt.Sprintf("repos/%s/%s/pulls/%d/files?per_page=%d&page=%d", url.PathEscape(r.Owner()), url.PathEscape(r.Name()), number,
+		codehost.FilesPerPage, page)
+	req, err := c.NewRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.BareDo(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := list.ReadPage(resp.Body, "filename", "previous_filename"); err != nil {
+		return 0, fmt.Errorf("page %d: %w", page, err)
+	}
+	if resp.NextPage <= page {
+		return 0, nil // none, or one that would go back
+	}
+	return resp.NextPage, nil
 }
 
 // Status is a pull request's status as the SDK's PullRequestArtifact says

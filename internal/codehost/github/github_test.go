@@ -2,9 +2,11 @@ package github_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +143,59 @@ func TestStatus(t *testing.T) {
 		if got := github.Status(c.state, c.draft, c.merged); got != c.want {
 			t.Errorf("%+v: %s", c, got)
 		}
+	}
+}
+
+// TestChangedFiles reads a pull request's files from the fake, whose
+// every request and answer is checked against GitHub's description: a
+// page of 100 at a time, renamed files by both paths; GitHub's cap of
+// 3,000 files said; a 503 an error that says so.
+func TestChangedFiles(t *testing.T) {
+	f := githubtest.New(t)
+	f.AddRepo("acme", "widgets", nil)
+	app, err := github.New(f.AppID, f.PrivateKey, f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	widgets := codehost.Repo{Host: codehost.GitHub, Path: "acme/widgets"}
+	files := func(n int) []githubtest.PullFile {
+		out := make([]githubtest.PullFile, n)
+		for i := range out {
+			out[i] = githubtest.PullFile{Name: fmt.Sprintf("src/pkg%d/file%d.go", i%7, i)}
+		}
+		return out
+	}
+	many := append(files(249), githubtest.PullFile{Name: "docs/new.md", Status: "renamed", Previous: "docs/old.md"})
+	f.SetPullFiles("acme/widgets", 5, many)
+	f.SetPullFiles("acme/widgets", 6, files(3100))
+	const op = "GET /repos/{owner}/{repo}/pulls/{pull_number}/files"
+	for _, c := range []struct {
+		number, paths, requests int
+		capped                  bool
+		has                     []string
+	}{
+		{5, 251, 3, false, []string{"src/pkg0/file0.go", "src/pkg3/file248.go", "docs/new.md", "docs/old.md"}},
+		{6, 3000, 30, true, []string{"src/pkg3/file2999.go"}},
+		{7, 0, 1, false, nil}, // a pull request that changes no file
+	} {
+		before := f.Problems.Called(op)
+		paths, capped, err := app.ChangedFiles(context.Background(), widgets, c.number, codehost.MaxChangedFiles)
+		if err != nil || len(paths) != c.paths || capped != c.capped || f.Problems.Called(op)-before != c.requests {
+			t.Fatalf("#%d: %d paths, capped %v, %d requests, %v", c.number, len(paths), capped, f.Problems.Called(op)-before, err)
+		}
+		for _, p := range c.has {
+			if !slices.Contains(paths, p) {
+				t.Errorf("#%d: %s is not among the paths", c.number, p)
+			}
+		}
+	}
+	// A smaller bound stops early: capped.
+	if paths, capped, err := app.ChangedFiles(context.Background(), widgets, 5, 120); err != nil || len(paths) != 120 || !capped {
+		t.Errorf("at most 120: %d paths, capped %v, %v", len(paths), capped, err)
+	}
+	f.SetUnavailable(true)
+	if _, _, err := app.ChangedFiles(context.Background(), widgets, 5, codehost.MaxChangedFiles); err == nil ||
+		!strings.Contains(err.Error(), "the files of acme/widgets#5") || !strings.Contains(err.Error(), "503") {
+		t.Errorf("GitHub unavailable: %v", err)
 	}
 }

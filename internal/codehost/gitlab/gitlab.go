@@ -7,9 +7,12 @@ package gitlab
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"factory/internal/codehost"
 
@@ -20,6 +23,7 @@ import (
 type Instance struct {
 	url, token string
 	client     *gl.Client
+	http       *http.Client // for answers read as they arrive
 }
 
 // DefaultURL is gitlab.com.
@@ -35,7 +39,7 @@ func New(baseURL, token string) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the GitLab client: %w", err)
 	}
-	return &Instance{url: baseURL, token: token, client: c}, nil
+	return &Instance{url: baseURL, token: token, client: c, http: &http.Client{Timeout: 30 * time.Second}}, nil
 }
 
 // Name is codehost.GitLab.
@@ -130,6 +134,62 @@ func (g *Instance) PullRequests(ctx context.Context, r codehost.Repo, branch str
 			Status: Status(mr.State, mr.Draft)})
 	}
 	return out, nil
+}
+
+// maxFilePages bounds the pages of a merge request's diffs read: enough
+// for codehost.MaxChangedFiles, 100 a page.
+const maxFilePages = codehost.MaxChangedFiles / codehost.FilesPerPage
+
+// ChangedFiles lists the files a merge request changes (GET
+// /projects/:id/merge_requests/:merge_request_iid/diffs), a page of 100 at
+// a time, each page read one file at a time as it arrives (its diff is
+// not kept), at most max files: each file's new path, and its old one
+// where it differs. GitLab lists a merge request's diffs within its
+// instance's diff limits (1,000 files by default): capped says the list
+// reached max.
+func (g *Instance) ChangedFiles(ctx context.Context, r codehost.Repo, number, max int) ([]string, bool, error) {
+	list := &codehost.FileList{Max: min(max, codehost.MaxChangedFiles)}
+	for page, pages := int64(1), 0; page > 0 && !list.Full(); pages++ {
+		if pages == maxFilePages {
+			return nil, false, fmt.Errorf("the diffs of %s!%d: more than %d pages", r.Path, number, maxFilePages)
+		}
+		next, err := g.diffsPage(ctx, r, number, page, list)
+		if err != nil {
+			return nil, false, fmt.Errorf("the diffs of %s!%d: %w", r.Path, number, err)
+		}
+		page = next
+	}
+	return list.Paths, list.Full(), nil
+}
+
+// diffsPage reads one page of a merge request's diffs into list, and
+// says which page is next (0: none).
+func (g *Instance) diffsPage(ctx context.Context, r codehost.Repo, number int, page int64, list *codehost.FileList) (int64, error) {
+	opt := &gl.ListMergeRequestDiffsOptions{ListOptions: gl.ListOptions{Page: page, PerPage: codehost.FilesPerPage}}
+	req, err := g.client.NewRequest(http.MethodGet, fmt.Sprintf("projects/%s/merge_requests/%d/diffs", gl.PathEscape(r.Path), number), opt,
+		[]gl.RequestOptionFunc{gl.WithContext(ctx)})
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("PRIVATE-TOKEN", g.token)
+	resp, err := g.http.Do(req.Request)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body := resp.Body
+	resp.Body = io.NopCloser(io.LimitReader(body, 64<<10)) // what an error's message is read from, at most
+	if err := gl.CheckResponse(resp); err != nil {
+		return 0, err
+	}
+	if _, err := list.ReadPage(body, "new_path", "old_path"); err != nil {
+		return 0, fmt.Errorf("page %d: %w", page, err)
+	}
+	next, _ := strconv.ParseInt(resp.Header.Get("X-Next-Page"), 10, 64)
+	if next <= page {
+		return 0, nil // none, or one that would go back
+	}
+	return next, nil
 }
 
 // Status is a merge request's status as the SDK's PullRequestArtifact

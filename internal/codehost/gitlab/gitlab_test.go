@@ -2,9 +2,13 @@ package gitlab_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"factory/internal/codehost"
@@ -80,4 +84,64 @@ func TestStatus(t *testing.T) {
 			t.Errorf("%+v: %s", c, got)
 		}
 	}
+}
+
+// TestChangedFiles reads a merge request's files from the fake, whose
+// every request is checked against GitLab's documented endpoint: pages of
+// 100, a renamed file by both paths; a merge request GitLab does not have,
+// a failing GitLab and one that is down give errors that say so.
+func TestChangedFiles(t *testing.T) {
+	f := gitlabtest.New(t)
+	f.AddProject("acme/platform/widgets", nil)
+	g, err := gitlab.New(f.URL, f.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := codehost.Repo{Host: codehost.GitLab, Path: "acme/platform/widgets"}
+	files := make([]gitlabtest.MRFile, 230)
+	for i := range files {
+		files[i] = gitlabtest.MRFile{Path: fmt.Sprintf("svc/%d/main.go", i)}
+	}
+	files[7] = gitlabtest.MRFile{Path: "docs/new.md", OldPath: "docs/old.md"}
+	f.SetMRFiles("acme/platform/widgets", 4, files)
+	const op = "GET /projects/:id/merge_requests/:merge_request_iid/diffs"
+	ctx := context.Background()
+	paths, capped, err := g.ChangedFiles(ctx, repo, 4, codehost.MaxChangedFiles)
+	if err != nil || len(paths) != 231 || capped || f.Called(op) != 3 {
+		t.Fatalf("%d paths, capped %v, %d requests, %v", len(paths), capped, f.Called(op), err)
+	}
+	for _, p := range []string{"svc/0/main.go", "svc/229/main.go", "docs/new.md", "docs/old.md"} {
+		if !slices.Contains(paths, p) {
+			t.Errorf("%s is not among the paths", p)
+		}
+	}
+	if paths, capped, err := g.ChangedFiles(ctx, repo, 4, 150); err != nil || len(paths) != 151 || !capped { // 150 files, one renamed
+		t.Errorf("at most 150: %d paths, capped %v, %v", len(paths), capped, err)
+	}
+	if _, _, err := g.ChangedFiles(ctx, repo, 9, codehost.MaxChangedFiles); err == nil || !strings.Contains(err.Error(), "the diffs of acme/platform/widgets!9") ||
+		!strings.Contains(err.Error(), "404") {
+		t.Errorf("a merge request GitLab does not have: %v", err)
+	}
+	f.SetFailing(true)
+	if _, _, err := g.ChangedFiles(ctx, repo, 4, codehost.MaxChangedFiles); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("GitLab failing: %v", err)
+	}
+	down, err := gitlab.New(closedURL(t), f.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := down.ChangedFiles(ctx, repo, 4, codehost.MaxChangedFiles); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("GitLab down: %v", err)
+	}
+}
+
+// closedURL is an address on loopback that nothing listens on.
+func closedURL(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
 }

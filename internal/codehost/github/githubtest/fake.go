@@ -1,11 +1,12 @@
 // Package githubtest is a fake GitHub for tests, on loopback: a GitHub App
 // (its installations, tokens), repositories served over git's smart HTTP
 // (Debian's git http-backend, behind net/http/cgi) that a run clones from
-// and pushes to, issue comments, reactions, pull requests and check runs.
-// Every request it receives and every answer it gives is checked against
-// GitHub's published OpenAPI description (@octokit/openapi, installed from
-// npm at test time); its answers are GitHub's own examples with what it
-// must changed. A test fails on anything the description does not allow.
+// and pushes to, issue comments, reactions, pull requests (and the files
+// they change) and check runs. Every request it receives and every answer
+// it gives is checked against GitHub's published OpenAPI description
+// (@octokit/openapi, installed from npm at test time); its answers are
+// GitHub's own examples with what it must changed. A test fails on
+// anything the description does not allow.
 package githubtest
 
 import (
@@ -82,6 +83,8 @@ type Fake struct {
 	Pulls         []*Pull
 	Checks        []*CheckRun
 	gitRequests   []string
+	pullFiles     map[string][]PullFile // by owner/name#number
+	unavailable   bool
 }
 
 // Repo is a repository of the fake, served over git's smart HTTP.

@@ -22,6 +22,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls/comments/{id}/reactions", f.react("review_comment"))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", f.listPulls)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", f.createPull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{pull_number}/files", f.listPullFiles)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs", f.createCheck)
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", f.updateCheck)
 }

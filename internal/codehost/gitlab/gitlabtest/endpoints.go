@@ -20,6 +20,8 @@ var endpoints = []endpoint{
 	ep("POST", "/projects/:id/merge_requests/:merge_request_iid/notes/:note_id/award_emoji", emojiAttrs, []string{"name"}, award("MergeRequest")),
 	ep("GET", "/projects/:id/merge_requests", map[string]string{"source_branch": "string", "target_branch": "string", "state": "string",
 		"page": "integer", "per_page": "integer", "order_by": "string", "sort": "string"}, nil, listMRs),
+	ep("GET", "/projects/:id/merge_requests/:merge_request_iid/diffs", map[string]string{"page": "integer", "per_page": "integer", "unidiff": "boolean"},
+		nil, listDiffs),
 	ep("POST", "/projects/:id/merge_requests", map[string]string{"source_branch": "string", "target_branch": "string", "title": "string",
 		"description": "string", "draft": "boolean", "remove_source_branch": "boolean"}, []string{"source_branch", "target_branch", "title"}, createMR),
 	ep("POST", "/projects/:id/statuses/:sha", map[string]string{"state": "string", "ref": "string", "name": "string", "context": "string",

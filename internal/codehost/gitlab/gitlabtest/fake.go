@@ -1,12 +1,12 @@
 // Package gitlabtest is a fake GitLab for tests, on loopback: projects
 // served over git's smart HTTP (cloned from, pushed to), issue and merge
-// request notes, award emoji, merge requests and commit statuses, through
-// the REST API v4. Every request is checked against GitLab's documented
-// shape of its endpoint (docs.gitlab.com/api: notes, award_emoji,
-// merge_requests, commits, projects): the method and path, the token, the
-// required attributes and their types, no attribute the endpoint does not
-// take; and every answer carries the attributes the documentation shows.
-// A test fails on anything else.
+// request notes, award emoji, merge requests (and their diffs) and commit
+// statuses, through the REST API v4. Every request is checked against
+// GitLab's documented shape of its endpoint (docs.gitlab.com/api: notes,
+// award_emoji, merge_requests, commits, projects): the method and path,
+// the token, the required attributes and their types, no attribute the
+// endpoint does not take; and every answer carries the attributes the
+// documentation shows. A test fails on anything else.
 package gitlabtest
 
 import (
@@ -43,6 +43,9 @@ type Fake struct {
 	Awards   []Award
 	MRs      []*MergeRequest
 	Statuses []Status
+	mrFiles  map[string][]MRFile // by project path!iid
+	failing  bool
+	calls    map[string]int // by "METHOD /documented/path"
 }
 
 // Project is a project of the fake.
@@ -102,6 +105,13 @@ func New(t testing.TB) *Fake {
 		}
 	})
 	return f
+}
+
+// Called says how many requests an endpoint ("GET /projects/:id") answered.
+func (f *Fake) Called(endpoint string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[endpoint]
 }
 
 // Problems are the requests the fake saw that GitLab would refuse.
@@ -190,6 +200,12 @@ func (f *Fake) api(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		in := f.attributes(r, e)
+		f.mu.Lock()
+		if f.calls == nil {
+			f.calls = map[string]int{}
+		}
+		f.calls[e.method+" "+e.path]++
+		f.mu.Unlock()
 		e.handle(f, w, p, params[1:], in)
 		return
 	}
