@@ -172,9 +172,10 @@ func (l *FileList) ReadPage(r io.Reader, keys ...string) (int, error) {
 	return n, expectDelim(dec, ']')
 }
 
-// add takes an entry's paths.
+// add takes an entry's paths: all of them, or none when one is not a
+// path (a page that fails leaves no part of its bad entry behind).
 func (l *FileList) add(entry map[string]json.RawMessage, keys []string) error {
-	named := 0
+	var paths []string
 	for _, k := range keys {
 		raw, ok := entry[k]
 		if !ok || string(raw) == "null" {
@@ -187,17 +188,19 @@ func (l *FileList) add(entry map[string]json.RawMessage, keys []string) error {
 		if err := checkPath(p); err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
-		named++
-		if l.seen == nil {
-			l.seen = map[string]bool{}
-		}
+		paths = append(paths, p)
+	}
+	if len(paths) == 0 {
+		return fmt.Errorf("names no path (%s)", strings.Join(keys, ", "))
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	for _, p := range paths {
 		if !l.seen[p] {
 			l.seen[p] = true
 			l.Paths = append(l.Paths, p)
 		}
-	}
-	if named == 0 {
-		return fmt.Errorf("names no path (%s)", strings.Join(keys, ", "))
 	}
 	l.Entries++
 	return nil
