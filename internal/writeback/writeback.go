@@ -300,4 +300,3 @@ func (rp *Reporter) note(id, msg string) {
 		rp.Log.Error("noting a write-back failure", "run", id, "err", err)
 	}
 }
-
