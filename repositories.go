@@ -44,6 +44,17 @@ type Origin struct {
 	Chat
 }
 
+// OnceKey names the chat message an origin's event came from, so that it
+// reaches a run once however many of its events arrive (Slack sends a
+// message that mentions the app as app_mention and as message); "" for an
+// origin of no chat message.
+func (o *Origin) OnceKey() string {
+	if o == nil || o.Message == "" {
+		return ""
+	}
+	return "chat:" + o.Provider + ":" + o.Channel + ":" + o.Message
+}
+
 // OriginOf is the origin of a run an event starts: its issue or pull
 // request; nil for an event about none.
 func OriginOf(ev *ProviderEvent) *Origin {

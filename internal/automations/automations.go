@@ -357,6 +357,9 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 			e.Observed(ev)
 		}
 	}
+	if req, ok, err := e.continueThread(f, d, body, read.Events); ok || err != nil {
+		return []runs.CreateRequest{req}, err
+	}
 	var reqs []runs.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled {

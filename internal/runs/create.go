@@ -191,6 +191,9 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 			b.PutWorkItem(r.FactoryUID, o.WorkItem, r.ID) // the work item's root run
 		}
 	}
+	if k := r.Origin.OnceKey(); k != "" {
+		b.MarkFollowUp(r.ID, k) // the message that started it is not its follow-up too
+	}
 	return r, true, nil
 }
 
