@@ -73,12 +73,15 @@ func TeamsKey(conversation, chain string) string {
 
 // Talkback is what a run's write-back has said where the run came from
 // (docs/spec/talkback.md): the message it reacted to, the last turn whose end it
-// reported, and a digest of its last report (an unchanged report is not
-// sent again).
+// reported, a digest of its last report (an unchanged report is not sent
+// again), and whether it gave up.
 type Talkback struct {
 	Reacted string `json:"reacted,omitempty"`
-	Ended   int    `json:"ended,omitempty"`
-	Digest  string `json:"digest,omitempty"`
+	// Ended is the run's Turns plus one when its end was last reported.
+	Ended  int    `json:"ended,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// GaveUp: the write-back was given up for good (no credential).
+	GaveUp bool `json:"gave_up,omitempty"`
 }
 
 // Integration types of factory.yaml (docs/spec/v1alpha1.md).
@@ -270,3 +273,16 @@ const (
 
 // RunRoute is the route name of a run's own webhook.
 func RunRoute(runID string) string { return "run:" + runID }
+
+// TeamsWebhookKey is the key of the webhook no file defines that a
+// factory's Teams bot's activities come through.
+const TeamsWebhookKey = "microsoft-teams"
+
+// TeamsWebhook is that webhook of a factory (POST /hooks/teams/<factory
+// uid>; docs/spec/talkback.md): its deliveries are logged, deduplicated and
+// evaluated as any provider's are.
+func TeamsWebhook(f *Factory) *Webhook {
+	return &Webhook{Factory: f.Name, Key: TeamsWebhookKey, UID: DerivedID(PrefixWebhook, TeamsWebhookKey, f.UID),
+		Spec:      WebhookSpec{Name: "Microsoft Teams", AuthMode: AuthSignature, EventSource: ProviderTeams, Enabled: true},
+		CreatedAt: f.CreatedAt, UpdatedAt: f.CreatedAt}
+}

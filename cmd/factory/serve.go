@@ -134,17 +134,15 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	hosts := codeHosts(cfg, s, kr, log)
-	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
+	hosts, chats := codeHosts(cfg, s, kr, log), chatProviders(cfg, s, kr)
+	reporter := &writeback.Reporter{Store: s, Hosts: hosts, Chats: chats, PublicURL: publicURL, Log: log}
 	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	cp.claims(runs)
-	if hosts != nil {
-		go reporter.Run(cmd.Context())
-	}
+	go reporter.Run(cmd.Context())
 	var ml net.Listener
 	if o.metricsListen != "" {
 		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {
@@ -157,7 +155,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
-		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel},
+		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok

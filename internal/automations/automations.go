@@ -455,12 +455,20 @@ func (e *Evaluator) automations(webhookUID string) (*factory.Webhook, []*compile
 		if err != nil {
 			return nil, nil, err
 		}
+		fs, err := e.Store.Factories()
+		if err != nil {
+			return nil, nil, err
+		}
 		e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
 		e.resources = map[string]Resources{}
 		for _, h := range hooks {
 			if h.Active() {
 				e.hooks[h.UID] = h
 			}
+		}
+		for _, f := range fs {
+			h := factory.TeamsWebhook(f) // no file defines it
+			e.hooks[h.UID] = h
 		}
 	}
 	hook := e.hooks[webhookUID]

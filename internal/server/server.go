@@ -85,6 +85,9 @@ type Config struct {
 	Backups *backup.Schedule
 	// Version is the binary's version, recorded in backups.
 	Version string
+	// Talkback, when set, is the factories' chats and trackers: Teams
+	// activities are received at /hooks/teams/<factory uid>.
+	Talkback Talkback
 }
 
 // Server serves the API and reconciles factories.
@@ -485,6 +488,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.PushSecret != "" {
 		mux.Handle("POST /hooks/push", handlerFunc(s, s.receivePush))
 	}
+	mux.Handle("POST /hooks/teams/{uid}", handlerFunc(s, s.teamsActivity))
 	s.factoryFileRoutes(mux)
 	s.scheduleRoutes(mux)
 	s.dashboardRoutes(mux)

@@ -43,6 +43,10 @@ type Reporter struct {
 	pending map[string]int // run ID → attempts failed so far
 	queue   []string
 	wake    chan struct{}
+	// running is the run whose report is being made; dirty, the runs
+	// that changed while theirs was (they are reported again after it).
+	running string
+	dirty   map[string]bool
 }
 
 // DefaultBackoff spreads 5 attempts over about 10 minutes.
@@ -60,11 +64,13 @@ func (rp *Reporter) Changed(r *factory.Run) {
 func (rp *Reporter) enqueue(id string) {
 	rp.mu.Lock()
 	if rp.pending == nil {
-		rp.pending, rp.wake = map[string]int{}, make(chan struct{}, 1)
+		rp.pending, rp.wake, rp.dirty = map[string]int{}, make(chan struct{}, 1), map[string]bool{}
 	}
 	if _, queued := rp.pending[id]; !queued {
 		rp.pending[id] = 0
 		rp.queue = append(rp.queue, id)
+	} else if rp.running == id {
+		rp.dirty[id] = true // its report may already be past this change
 	}
 	rp.mu.Unlock()
 	select {
@@ -77,7 +83,7 @@ func (rp *Reporter) enqueue(id string) {
 func (rp *Reporter) Run(ctx context.Context) {
 	rp.mu.Lock()
 	if rp.pending == nil {
-		rp.pending, rp.wake = map[string]int{}, make(chan struct{}, 1)
+		rp.pending, rp.wake, rp.dirty = map[string]int{}, make(chan struct{}, 1), map[string]bool{}
 	}
 	rp.mu.Unlock()
 	for {
@@ -103,6 +109,7 @@ func (rp *Reporter) next() (string, bool) {
 	}
 	id := rp.queue[0]
 	rp.queue = rp.queue[1:]
+	rp.running = id
 	return id, true
 }
 
@@ -111,10 +118,15 @@ func (rp *Reporter) next() (string, bool) {
 // the run's timeline too.
 func (rp *Reporter) settle(ctx context.Context, id string, err error) {
 	rp.mu.Lock()
-	failed := rp.pending[id]
+	failed, again := rp.pending[id], rp.dirty[id]
+	rp.running = ""
+	delete(rp.dirty, id)
 	if err == nil || errors.Is(err, errNothingToDo) {
 		delete(rp.pending, id)
 		rp.mu.Unlock()
+		if again {
+			rp.enqueue(id)
+		}
 		return
 	}
 	backoff := rp.Backoff
@@ -134,7 +146,7 @@ func (rp *Reporter) settle(ctx context.Context, id string, err error) {
 		if last {
 			word = "gave up"
 		}
-		rp.note(id, fmt.Sprintf("%s (%s): %v", factory.WriteBackFailed, word, err))
+		rp.note(id, fmt.Sprintf("%s (%s): %v", factory.WriteBackFailed, word, err), errors.Is(err, ErrNoCredential))
 	}
 	if last {
 		return
@@ -160,7 +172,7 @@ var errNothingToDo = errors.New("nothing to write back")
 // said is not sent again.
 func (rp *Reporter) report(ctx context.Context, id string) error {
 	r, err := rp.Store.Run(id)
-	if err != nil || r.Origin == nil || r.Origin.Silent {
+	if err != nil || r.Origin == nil || r.Origin.Silent || r.Talkback != nil && r.Talkback.GaveUp {
 		return errNothingToDo
 	}
 	p, err := rp.provider(ctx, r)
@@ -219,7 +231,7 @@ func (rp *Reporter) said(r *factory.Run, ref, digest string, ended bool) error {
 		return err
 	}
 	if now.State != r.State || now.Turns != r.Turns || len(now.Artifacts) != len(r.Artifacts) {
-		rp.enqueue(r.ID)
+		rp.enqueue(r.ID) // marks it dirty: reported again once this report settles
 	}
 	return nil
 }
@@ -290,10 +302,19 @@ func (rp *Reporter) factoryName(uid string) string {
 	return ""
 }
 
-// note writes a message on the run's timeline.
-func (rp *Reporter) note(id, msg string) {
+// note writes a message on the run's timeline; giveUp stops the run's
+// reports for good (a missing credential: the next change would only say
+// the same again).
+func (rp *Reporter) note(id, msg string, giveUp bool) {
 	_, err := rp.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
 		b.AddRunEvent(r, factory.RunEvent{Time: time.Now().UTC(), Kind: "message", Message: msg})
+		if giveUp {
+			tb := factory.Talkback{}
+			if r.Talkback != nil {
+				tb = *r.Talkback
+			}
+			tb.GaveUp, r.Talkback = true, &tb
+		}
 		return nil
 	})
 	if err != nil {
