@@ -286,3 +286,15 @@ func TeamsWebhook(f *Factory) *Webhook {
 		Spec:      WebhookSpec{Name: "Microsoft Teams", AuthMode: AuthSignature, EventSource: ProviderTeams, Enabled: true},
 		CreatedAt: f.CreatedAt, UpdatedAt: f.CreatedAt}
 }
+
+// RouteKey names a notification's route in the store: a run's own route
+// as it is, a factory's by the factory's UID and the route's name.
+func (n *Notification) RouteKey() string { return RouteKey(n.FactoryUID, n.Route) }
+
+// RouteKey is the store's name of a route.
+func RouteKey(factoryUID, route string) string {
+	if strings.HasPrefix(route, "run:") {
+		return route
+	}
+	return factoryUID + "|" + route
+}

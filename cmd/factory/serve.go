@@ -47,6 +47,7 @@ type serveOpts struct {
 	logFormat, logLevel       string
 	pushSecret                string
 	workers                   workersOpts
+	insecureNotifications     bool
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -89,6 +90,7 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.pushSecret, "push-secret", "", "enable the push receiver (POST /hooks/push) with this managed secret: a signed push notification syncs its factories at once")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
+	f.BoolVar(&o.insecureNotifications, "allow-insecure-notifications", false, "let run-status webhooks go over http to loopback addresses (for local receivers and tests)")
 	o.workers.flags(cmd)
 	return cmd
 }
@@ -134,6 +136,11 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
+	notifier, err := notifications(cfg, s, kr, log, o.insecureNotifications)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	hosts, chats := codeHosts(cfg, s, kr, log), chatProviders(cfg, s, kr)
 	reporter := &writeback.Reporter{Store: s, Hosts: hosts, Chats: chats, PublicURL: publicURL, Log: log}
 	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
@@ -142,6 +149,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	cp.claims(runs)
+	runs.Observe(func(*factory.Run) { notifier.Wake() })
 	go reporter.Run(cmd.Context())
 	var ml net.Listener
 	if o.metricsListen != "" {
@@ -155,7 +163,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
-		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats},
+		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats,
+		Notify: notifier},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok

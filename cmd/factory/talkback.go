@@ -1,7 +1,10 @@
 package main
 
 import (
+	"log/slog"
+
 	"factory"
+	"factory/internal/notify"
 	"factory/internal/secrets"
 	"factory/internal/server"
 	"factory/internal/store"
@@ -25,4 +28,18 @@ func chatProviders(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring) 
 			TeamsOpenIDURL: p.Teams.OpenIDMetadataURL, TeamsTokenURL: p.Teams.TokenURL}
 	}
 	return g
+}
+
+// notifications is the run-status webhooks' notifier, bounded as the
+// configuration's notifications say.
+func notifications(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, log *slog.Logger, insecure bool) (*notify.Notifier, error) {
+	nets, err := cfg.Notifications.Networks()
+	if err != nil {
+		return nil, err
+	}
+	retries, err := cfg.Notifications.RetrySchedule()
+	if err != nil {
+		return nil, err
+	}
+	return notify.New(notify.Config{Store: s, Keyring: kr, Log: log, AllowInsecure: insecure, AllowedNetworks: nets, Retries: retries})
 }
