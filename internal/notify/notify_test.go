@@ -128,8 +128,8 @@ type receiver struct {
 
 type sent struct {
 	id, typ, run string
-	header     http.Header
-	body       []byte
+	header       http.Header
+	body         []byte
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -61,7 +61,9 @@ func (s *Store) Notification(id string) (*factory.Notification, error) {
 }
 
 // NotificationBody is the body a notification sends.
-func (s *Store) NotificationBody(id string) ([]byte, error) { return s.get(notificationBodyPrefix + id) }
+func (s *Store) NotificationBody(id string) ([]byte, error) {
+	return s.get(notificationBodyPrefix + id)
+}
 
 // PendingHeads calls fn with the first pending notification of each route
 // and run (the one that must go before the others), in key order.
