@@ -127,6 +127,29 @@ func (c Credentials) Over(o Credentials) Credentials {
 	return c
 }
 
+// Missing are the settings the write-back of a provider's runs needs that
+// the credentials do not name (none for a provider that reports nowhere).
+func (c Credentials) Missing(provider string) []string {
+	var need [][2]string
+	switch provider {
+	case ProviderSlack:
+		need = [][2]string{{"botTokenSecret", c.BotTokenSecret}}
+	case ProviderLinear:
+		need = [][2]string{{"apiKeySecret", c.APIKeySecret}}
+	case ProviderJira:
+		need = [][2]string{{"baseURL", c.BaseURL}, {"emailSecret", c.EmailSecret}, {"apiTokenSecret", c.APITokenSecret}}
+	case ProviderTeams:
+		need = [][2]string{{"appId", c.AppID}, {"appPasswordSecret", c.AppPasswordSecret}}
+	}
+	var out []string
+	for _, kv := range need {
+		if kv[1] == "" {
+			out = append(out, kv[0])
+		}
+	}
+	return out
+}
+
 // Integration is a factory's entry of one integration type; nil when
 // factory.yaml has none.
 func (s *Settings) Integration(typ string) *Integration {

@@ -23,6 +23,11 @@ type Applier struct {
 	// Harness, when set, says whether the server runs an agent harness:
 	// an agent whose harness it does not run is a plan warning.
 	Harness func(harness string) bool
+	// Credentials, when set, are the server config's credentials of a
+	// factory's integrations (factories[].integrations), by type: a
+	// trigger of a chat or tracker whose write-back neither they nor
+	// factory.yaml give credentials for is a plan warning.
+	Credentials func(factoryName string) map[string]factory.Credentials
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

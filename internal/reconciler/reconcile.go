@@ -103,6 +103,10 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness)...)
 		p.Diagnostics.Sort()
 	}
+	if a.Credentials != nil && c.Desired != nil {
+		p.Diagnostics = append(p.Diagnostics, CredentialWarnings(c.Desired, name, a.Credentials(name))...)
+		p.Diagnostics.Sort()
+	}
 	outcome := Applied
 	switch f := c.State.Factory; {
 	case !p.Valid():
