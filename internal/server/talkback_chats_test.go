@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestSlackTalkback(t *testing.T) {
 	if again.ID != run.ID {
 		t.Fatalf("the thread reply started run %s; the thread's run is %s", again.ID, run.ID)
 	}
+	checkReportsTo(t, h, run.ID, "slack", run.Origin.WorkItem)
 	_, did3 := postChat(t, h, "chat", "slack", chatPayload(t, "slack message of a bot"))
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		d, err := h.store.Delivery(hook, did3)
@@ -209,6 +211,7 @@ func TestTalkbackWithoutCredential(t *testing.T) {
 				if len(failed) != 1 || !strings.Contains(failed[0], "botTokenSecret") {
 					t.Errorf("write_back_failed %q", failed)
 				}
+				checkReportsTo(t, h, run.ID, "slack", run.Origin.WorkItem, "given up")
 				break
 			}
 		}
@@ -221,4 +224,21 @@ func TestTalkbackWithoutCredential(t *testing.T) {
 			t.Errorf("Slack was reached: %+v %+v", fk.slack.Messages, fk.slack.Reactions)
 		}
 	})
+}
+
+// checkReportsTo: the dashboard's run page says where the run reports.
+func checkReportsTo(t *testing.T, h *harness, runID string, want ...string) {
+	t.Helper()
+	resp, err := signIn(t, h, adminKey).Get(h.url + "/ui/runs/" + runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	row := between(string(b), "<th>Reports to</th>", "</tr>")
+	for _, w := range want {
+		if !strings.Contains(row, w) {
+			t.Errorf("the run page's Reports to row %q lacks %q", row, w)
+		}
+	}
 }
