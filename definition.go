@@ -128,6 +128,9 @@ type Settings struct {
 	SpecApproval string `json:"specApproval,omitempty"`
 	// Orchestration (extension) bounds how deep agents dispatch agents.
 	Orchestration *Orchestration `json:"orchestration,omitempty"`
+	// Notifications (extension; docs/spec/talkback.md) send the run-status
+	// events of the factory's runs to webhooks.
+	Notifications []NotificationRoute `json:"notifications,omitempty"`
 }
 
 // Repository is a repository a factory works on: owner/name (a GitLab
@@ -173,16 +176,36 @@ type Integration struct {
 	Type  string `json:"type"`
 	Slack *struct {
 		AutoRespondToThreadReplies *bool `json:"autoRespondToThreadReplies,omitempty"`
+		Credentials
 	} `json:"slack,omitempty"`
 	Teams *struct {
 		AutoRespondToThreadReplies *bool `json:"autoRespondToThreadReplies,omitempty"`
+		Credentials
 	} `json:"microsoft-teams,omitempty"`
 	Linear *struct {
 		TeamIDs []string `json:"teamIds,omitempty"`
+		Credentials
 	} `json:"linear,omitempty"`
 	Jira *struct {
 		ProjectKeys []string `json:"projectKeys,omitempty"`
+		Credentials
 	} `json:"jira,omitempty"`
+}
+
+// Credentials names the secrets of the entry's settings (extension;
+// docs/spec/talkback.md).
+func (in *Integration) Credentials() Credentials {
+	switch {
+	case in.Slack != nil:
+		return in.Slack.Credentials
+	case in.Teams != nil:
+		return in.Teams.Credentials
+	case in.Linear != nil:
+		return in.Linear.Credentials
+	case in.Jira != nil:
+		return in.Jira.Credentials
+	}
+	return Credentials{}
 }
 
 // IntegrationList reads integrations (validated by the schema); nil when

@@ -33,6 +33,9 @@ type Subject struct {
 	CommentID     int64  `json:"comment_id,omitempty"`
 	ReviewComment bool   `json:"review_comment,omitempty"`
 	Ref           string `json:"ref,omitempty"`
+	// Chat is where a chat or tracker event happened (Slack, Linear, Jira,
+	// Teams; docs/spec/talkback.md): what a run reports to and continues by.
+	Chat
 }
 
 // WorkItem is the work item key of an event's subject
@@ -40,6 +43,9 @@ type Subject struct {
 // gitlab:group/project!3 for a merge request, #3 for an issue; "" for an
 // event about no issue or pull request.
 func (e *ProviderEvent) WorkItem() string {
+	if e != nil && e.Subject != nil && e.Subject.Key != "" {
+		return e.Subject.Key
+	}
 	if e == nil || e.Subject == nil || e.Subject.Number <= 0 || e.Repository == "" {
 		return ""
 	}

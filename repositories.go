@@ -24,8 +24,9 @@ type RepoCheckout struct {
 
 // Origin is where a run came from, and where it reports back: an issue or
 // a pull (merge) request on a code host, and the comment that asked, if
-// one did. WorkItem is the key a later event on the same item continues
-// the run by.
+// one did; or a chat's thread, a tracker's issue or agent session (Chat,
+// docs/spec/talkback.md). WorkItem is the key a later event on the same item
+// continues the run by.
 type Origin struct {
 	Provider      string `json:"provider"`
 	Repo          string `json:"repo,omitempty"`
@@ -37,6 +38,21 @@ type Origin struct {
 	// Silent: the run does not report back (its automation's writeBack:
 	// false).
 	Silent bool `json:"silent,omitempty"`
+	// Link is the page of what the run came from (the thread, session or
+	// issue), as the event said.
+	Link string `json:"link,omitempty"`
+	Chat
+}
+
+// OnceKey names the chat message an origin's event came from, so that it
+// reaches a run once however many of its events arrive (Slack sends a
+// message that mentions the app as app_mention and as message); "" for an
+// origin of no chat message.
+func (o *Origin) OnceKey() string {
+	if o == nil || o.Message == "" {
+		return ""
+	}
+	return "chat:" + o.Provider + ":" + o.Channel + ":" + o.Message
 }
 
 // OriginOf is the origin of a run an event starts: its issue or pull
@@ -48,7 +64,7 @@ func OriginOf(ev *ProviderEvent) *Origin {
 	}
 	s := ev.Subject
 	return &Origin{Provider: ev.Provider, Repo: ev.Repository, Number: s.Number, Merge: s.Merge, CommentID: s.CommentID,
-		ReviewComment: s.ReviewComment, WorkItem: key}
+		ReviewComment: s.ReviewComment, WorkItem: key, Link: ev.Link, Chat: s.Chat.Target()}
 }
 
 // CheckoutsFor are the repositories a run of a factory works on

@@ -170,6 +170,10 @@ type Run struct {
 	// ReactedTo is the last comment the run's write-back reacted to (the
 	// origin's comment, or a later one that continued the run).
 	ReactedTo int64 `json:"reacted_to,omitempty"`
+	// Talkback is what the run's write-back has said where it came from;
+	// Webhook is its own run-status webhook (docs/spec/talkback.md).
+	Talkback *Talkback   `json:"talkback,omitempty"`
+	Webhook  *RunWebhook `json:"webhook,omitempty"`
 	// Asking is the question the run's agent asked a person (ask_human,
 	// docs/spec/foreman.md): its turn ends BLOCKED, not SUCCEEDED, until
 	// the answer comes as a follow-up.
@@ -550,6 +554,8 @@ type RunRequest struct {
 	// Mode is normal (the default), plan or orchestrate; this server
 	// checks it and runs every mode as normal.
 	Mode string `json:"mode,omitempty"`
+	// Webhook (extension) sends the run's run-status events to a URL.
+	Webhook *RunWebhookRequest `json:"webhook,omitempty"`
 }
 
 // RunAttachment is a file sent with a new run; Data is base64.

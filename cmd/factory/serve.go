@@ -27,6 +27,7 @@ import (
 	"factory/internal/server"
 	"factory/internal/service"
 	"factory/internal/store"
+	"factory/internal/talkback"
 	"factory/internal/writeback"
 )
 
@@ -48,6 +49,7 @@ type serveOpts struct {
 	logFormat, logLevel       string
 	pushSecret                string
 	workers                   workersOpts
+	insecureNotifications     bool
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -90,6 +92,7 @@ On a new store it creates an admin API key, prints it once and writes it to
 	f.StringVar(&o.pushSecret, "push-secret", "", "enable the push receiver (POST /hooks/push) with this managed secret: a signed push notification syncs its factories at once")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics without an API key on this address (e.g. 127.0.0.1:9090, for a scraper)")
 	f.IntVar(&o.rejectedLimit, "ingress-rejected-limit", 30, "refused requests logged per minute per webhook and client before 429 (-1: no limit)")
+	f.BoolVar(&o.insecureNotifications, "allow-insecure-notifications", false, "let run-status webhooks go over http to loopback addresses (for local receivers and tests)")
 	o.workers.flags(cmd)
 	return cmd
 }
@@ -135,8 +138,13 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	hosts := codeHosts(cfg, s, kr, log)
-	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
+	notifier, err := notifications(cfg, s, kr, log, o.insecureNotifications)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hosts, chats := codeHosts(cfg, s, kr, log), chatProviders(cfg, s, kr)
+	reporter := &writeback.Reporter{Store: s, Hosts: hosts, Chats: chats, PublicURL: publicURL, Log: log}
 	// The server's own memory and environment are out of its agents'
 	// reach (a process that cannot be dumped cannot be read through /proc
 	// by another of its user), and so are its configuration and its NATS
@@ -149,9 +157,8 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	cp.claims(runs)
-	if hosts != nil {
-		go reporter.Run(cmd.Context())
-	}
+	runs.Observe(func(*factory.Run) { notifier.Wake() })
+	go reporter.Run(cmd.Context())
 	var ml net.Listener
 	if o.metricsListen != "" {
 		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {
@@ -164,15 +171,23 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
-		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel},
-		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
-			_, ok := runs.HarnessEnvironment(h)
-			return ok
-		}, Isolation: func(h string) string {
-			env, _ := runs.HarnessEnvironment(h)
-			return runs.EnvironmentIsolation(env)
-		}}, log)
+		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats,
+		Notify: notifier},
+		serveApplier(s, kr, runs, chats), log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// serveApplier applies revisions for serve, its plans warning of what only
+// this server knows: agents whose harness it does not run or whose runs it
+// does not keep apart, and chats or trackers it cannot answer in.
+func serveApplier(s *store.Store, kr *secrets.Keyring, m *runs.Manager, chats *talkback.Registry) *reconciler.Applier {
+	return &reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
+		_, ok := m.HarnessEnvironment(h)
+		return ok
+	}, Isolation: func(h string) string {
+		env, _ := m.HarnessEnvironment(h)
+		return m.EnvironmentIsolation(env)
+	}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }}
 }
 
 // serveStore opens the store for serve (migrating an older format, which

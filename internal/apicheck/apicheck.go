@@ -186,6 +186,16 @@ func (p *Problems) add(format string, args ...any) {
 	p.mu.Unlock()
 }
 
+// Add notes a problem a fake found by itself.
+func (p *Problems) Add(msg string) { p.add("%s", msg) }
+
+// Record notes a call a fake served by itself.
+func (p *Problems) Record(call string) {
+	p.mu.Lock()
+	p.Calls = append(p.Calls, call)
+	p.mu.Unlock()
+}
+
 // List is what was found, in order.
 func (p *Problems) List() []string {
 	p.mu.Lock()

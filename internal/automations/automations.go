@@ -365,6 +365,9 @@ func (e *Evaluator) requests(hook *factory.Webhook, autos []*compiledAutomation,
 			e.Observed(ev)
 		}
 	}
+	if req, ok, err := e.continueThread(f, d, body, read.Events); ok || err != nil {
+		return []runs.CreateRequest{req}, err
+	}
 	var reqs []runs.CreateRequest
 	for _, a := range autos {
 		if !a.rec.Spec.Enabled {
@@ -483,12 +486,20 @@ func (e *Evaluator) refresh() error {
 	if err != nil {
 		return err
 	}
+	fs, err := e.Store.Factories()
+	if err != nil {
+		return err
+	}
 	e.gen, e.compiled, e.hooks = gen, map[string][]*compiledAutomation{}, map[string]*factory.Webhook{}
 	e.resources = map[string]Resources{}
 	for _, h := range hooks {
 		if h.Active() {
 			e.hooks[h.UID] = h
 		}
+	}
+	for _, f := range fs {
+		h := factory.TeamsWebhook(f) // no file defines it
+		e.hooks[h.UID] = h
 	}
 	return nil
 }

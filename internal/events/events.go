@@ -1,5 +1,5 @@
 // Package events normalizes the deliveries of providers' webhooks (GitHub,
-// GitLab, Linear, Slack, Jira, Azure DevOps) into the events of docs/spec/triggers.md, and
+// GitLab, Linear, Slack, Jira, Azure DevOps, Microsoft Teams) into the events of docs/spec/triggers.md, and
 // matches them against triggers' filter keys. A delivery gives no event, or
 // several (an opened issue that @-mentions someone is issue_created and
 // issue_mentioned); when it gives none, the reason says why, for the
@@ -36,6 +36,8 @@ func Normalize(provider, eventType string, payload any) ([]*factory.ProviderEven
 		return jira(p)
 	case factory.ProviderAzureDevOps:
 		return azureDevOps(p)
+	case factory.ProviderTeams:
+		return teams(p)
 	}
 	return nil, "no events come from provider " + provider
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"factory"
 	"factory/internal/events"
 	"factory/internal/filter"
 )
@@ -30,6 +31,9 @@ func FuzzNormalize(f *testing.F) {
 	f.Add("linear", "", `{"type":"Issue","action":"update","updatedFrom":{"labelIds":null},"data":[]}`)
 	f.Add("slack", "", `{"type":"event_callback","event":{"type":"message","channel_type":"im"}}`)
 	f.Add("jira", "", `{"webhookEvent":"jira:issue_updated","changelog":{"items":[{"field":"labels"}]},"issue":{"self":"/rest/","key":"K"}}`)
+	f.Add("teams", "", `{"type":"message","id":"1","conversation":{"id":"19:a;messageid=0"},"entities":[{"type":"mention","mentioned":{"id":1}}]}`)
+	f.Add("linear", "", `{"type":"AgentSessionEvent","action":"prompted","agentSession":{"id":"s","comment":{"bodyData":"{\"type\":\"mention\"}"}}}`)
+	f.Add("slack", "", `{"type":"event_callback","event":{"type":"message","ts":"1","thread_ts":"0","channel":"C","bot_id":""}}`)
 	f.Fuzz(func(t *testing.T, provider, kind, body string) {
 		p, err := filter.DecodePayload([]byte(body))
 		if err != nil {
@@ -42,6 +46,9 @@ func FuzzNormalize(f *testing.F) {
 		for _, e := range evs {
 			if e.Provider != provider || e.Event == "" {
 				t.Fatalf("event %s", events.Encode(e))
+			}
+			if s := e.Subject; s != nil && (len(s.Text) > factory.MaxChatText || s.Continues && s.Key == "") {
+				t.Fatalf("subject %s", events.Encode(e))
 			}
 		}
 	})

@@ -1,9 +1,6 @@
 package events
 
 import (
-	"slices"
-	"strings"
-
 	"factory"
 )
 
@@ -60,43 +57,6 @@ func gitlabSubject(kind string, p map[string]any) *factory.Subject {
 	return s
 }
 
-// linear maps a Linear webhook (type, action, and what updatedFrom says
-// changed) to its events; fields are names, as in the payload.
-func linear(p map[string]any) ([]*factory.ProviderEvent, string) {
-	typ, action := str(p, "type"), str(p, "action")
-	data := get(p, "data")
-	f := map[string][]string{"teams": nonEmpty(str(data, "team", "key"), str(data, "team", "name")), "labels": strs(data, "name", "labels"),
-		"projects": nonEmpty(str(data, "project", "name")), "states": nonEmpty(str(data, "state", "name"))}
-	where := firstOf(str(data, "team", "key"), str(data, "team", "name"))
-	var names []string
-	switch {
-	case typ == "Issue" && action == "create":
-		names = append(names, "issue_created")
-	case typ == "Issue" && action == "update":
-		from, _ := get(p, "updatedFrom").(map[string]any) // what changed, by its old value
-		for key, name := range map[string]string{"labelIds": "issue_labeled", "assigneeId": "issue_assigned", "stateId": "issue_state_changed"} {
-			if _, changed := from[key]; changed {
-				names = append(names, name)
-			}
-		}
-	case typ == "Comment" && action == "create":
-		names = append(names, "comment_created")
-		where = firstOf(str(data, "issue", "team", "key"), where)
-	case strings.HasPrefix(typ, "AgentSession") && action == "created":
-		names = append(names, "agent_session_created")
-		data = firstNonNil(get(p, "agentSession"), data)
-	}
-	if len(names) == 0 {
-		return nil, "Linear " + typ + " " + action + " starts nothing (no trigger takes it)"
-	}
-	var out []*factory.ProviderEvent
-	slices.Sort(names)
-	for _, n := range names {
-		out = append(out, event(factory.ProviderLinear, n, where, firstOf(str(p, "url"), str(data, "url")), copyFields(f)))
-	}
-	return out, ""
-}
-
 func firstNonNil(a, b any) any {
 	if a != nil {
 		return a
@@ -112,84 +72,26 @@ func copyFields(f map[string][]string) map[string][]string {
 	return out
 }
 
-// slack maps an Events API callback: a mention of the app, a message (by
-// the kind of conversation), a reaction, a member joining.
-func slack(p map[string]any) ([]*factory.ProviderEvent, string) {
-	if str(p, "type") != "event_callback" {
-		return nil, "a Slack " + str(p, "type") + " request starts nothing"
-	}
-	ev := get(p, "event")
-	channel := firstOf(str(ev, "channel"), str(ev, "item", "channel"))
-	f := map[string][]string{"channel_ids": nonEmpty(channel), "channels": nonEmpty(channel), "users": nonEmpty(str(ev, "user")),
-		"keywords": nonEmpty(str(ev, "text"))}
-	var names []string
-	switch str(ev, "type") {
-	case "app_mention":
-		names = []string{"app_mention"}
-	case "message":
-		if str(ev, "subtype") != "" && str(ev, "subtype") != "thread_broadcast" {
-			return nil, "a Slack message of subtype " + str(ev, "subtype") + " starts nothing"
+// withSubject gives each event the subject.
+func withSubject(evs []*factory.ProviderEvent, s *factory.Subject) []*factory.ProviderEvent {
+	for _, e := range evs {
+		if s != nil {
+			cp := *s
+			e.Subject = &cp
 		}
-		switch str(ev, "channel_type") {
-		case "im":
-			names = []string{"message_dm", "message_im"}
-		case "mpim":
-			names = []string{"message_mpim"}
-		default:
-			names = []string{"message_posted"}
-		}
-	case "reaction_added":
-		names = []string{"reaction_added"}
-		f["emojis"] = nonEmpty(str(ev, "reaction"))
-		f["keywords"] = nil
-	case "member_joined_channel":
-		names = []string{"member_joined_channel"}
-	default:
-		return nil, "Slack event " + str(ev, "type") + " starts nothing (no trigger takes it)"
 	}
-	var out []*factory.ProviderEvent
-	for _, n := range names {
-		out = append(out, event(factory.ProviderSlack, n, channel, "", copyFields(f)))
-	}
-	return out, ""
+	return evs
 }
 
-// jira maps a Jira webhook: an issue created, or updated with its labels or
-// its status changed (from the changelog).
-func jira(p map[string]any) ([]*factory.ProviderEvent, string) {
-	issue := get(p, "issue")
-	key := str(issue, "key")
-	project := str(issue, "fields", "project", "key")
-	f := map[string][]string{"project_keys": nonEmpty(project),
-		"keywords": nonEmpty(str(issue, "fields", "summary"), str(issue, "fields", "description"))}
-	link := ""
-	if self := str(issue, "self"); key != "" {
-		if i := strings.Index(self, "/rest/"); i > 0 {
-			link = self[:i] + "/browse/" + key
-		}
+// chatText is a message's words as an event keeps them: at most
+// factory.MaxChatText bytes, cut at a character's start.
+func chatText(s string) string {
+	if len(s) <= factory.MaxChatText {
+		return s
 	}
-	var names []string
-	switch str(p, "webhookEvent") {
-	case "jira:issue_created":
-		names = []string{"issue_created"}
-	case "jira:issue_updated":
-		for _, item := range list(p, "changelog", "items") {
-			switch str(item, "field") {
-			case "labels":
-				names = appendNew(names, "issue_labeled")
-			case "status":
-				names = appendNew(names, "status_changed")
-			}
-		}
-	case "agent_session_created", "jira:agent_session_created":
-		names = []string{"agent_session_created"}
+	cut := factory.MaxChatText
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
 	}
-	if len(names) == 0 {
-		return nil, "Jira " + str(p, "webhookEvent") + " starts nothing (no trigger takes it)"
-	}
-	var out []*factory.ProviderEvent
-	for _, n := range names {
-		out = append(out, event(factory.ProviderJira, n, project, link, copyFields(f)))
-	}
-	return out, ""
+	return s[:cut]
 }

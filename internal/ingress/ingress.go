@@ -136,7 +136,15 @@ type target struct {
 	name   string // FACTORY/NAME, for metrics and the log
 	secret []byte
 	scheme Scheme
+	// verify authenticates a webhook no file defines (ServeVerified),
+	// instead of a secret and a scheme; bodyID is its identity in the body.
+	verify Verifier
+	bodyID func(body []byte) string
 }
+
+// Verifier authenticates a request to a webhook no file defines (a
+// factory's Teams bot, docs/spec/talkback.md): "" when it passes, else why not.
+type Verifier func(r *http.Request, body []byte) string
 
 type targets struct {
 	gen   uint64
@@ -247,9 +255,20 @@ func (h *Handler) tooManyRefusals(t *target, wait time.Duration) error {
 	return &problem.Error{Code: problem.Unavailable, Message: "too many refused requests from this address; retry later", RetryAfter: budget.RetryAfter(wait)}
 }
 
+// ServeVerified answers a delivery to a webhook no file defines (rec: a
+// factory's Teams bot), authenticated by verify, as every delivery is
+// answered: budgets, size, rate, JSON, duplicates (by bodyID's identity,
+// when it finds one), the durable log and the evaluation queue. A request
+// verify refuses is 401 and counts against the failed-authentication budget.
+func (h *Handler) ServeVerified(w http.ResponseWriter, r *http.Request, rec *factory.Webhook, verify Verifier, bodyID func([]byte) string) {
+	t := &target{rec: rec, name: rec.Factory + "/" + rec.Key, verify: verify, bodyID: bodyID}
+	if err := h.serveTarget(w, r, t, ""); err != nil {
+		problem.Write(w, r, err, h.cfg.Log)
+	}
+}
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	uid, token := r.PathValue("uid"), r.PathValue("token")
-	now := h.cfg.Now()
 	// 1. Unknown, disabled, suspended or deleted: 404, no log.
 	t, err := h.lookup(uid)
 	if err != nil {
@@ -258,6 +277,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if t == nil || token != "" && t.rec.Spec.AuthMode != factory.AuthURLToken {
 		return problem.Errorf(problem.NotFound, "no such webhook")
 	}
+	return h.serveTarget(w, r, t, token)
+}
+
+// serveTarget answers a delivery to a webhook found (steps 2 to 8).
+func (h *Handler) serveTarget(w http.ResponseWriter, r *http.Request, t *target, token string) error {
+	uid, now := t.rec.UID, h.cfg.Now()
 	q := &request{h: h, t: t, r: r, now: now, client: clientAddr(r), size: max(r.ContentLength, 0)}
 	q.budgetKey = uid + "|" + q.client
 
@@ -280,7 +305,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	// headers before the body is read; signatures need the body, read
 	// within the limit first.
 	var body []byte
-	if t.scheme == nil || !t.scheme.NeedsBody() {
+	var err error
+	if t.verify == nil && (t.scheme == nil || !t.scheme.NeedsBody()) {
 		if reason := h.authenticate(t, r, token, now); reason != "" {
 			return authFailed(reason)
 		}
@@ -369,6 +395,9 @@ func eventType(spec *factory.WebhookSpec, h http.Header) string {
 
 // authenticate returns why a request fails authentication, or "".
 func (h *Handler) authenticate(t *target, r *http.Request, token string, now time.Time, body ...byte) string {
+	if t.verify != nil {
+		return t.verify(r, body)
+	}
 	if t.secret == nil {
 		return "the webhook's secret is unavailable"
 	}
@@ -595,6 +624,11 @@ func identify(t *target, h http.Header, body []byte) (source, value string) {
 	if name := t.rec.Spec.DeliveryIDHeader; name != "" {
 		if v := h.Get(name); v != "" {
 			return SourceHeader, v
+		}
+	}
+	if t.bodyID != nil {
+		if v := t.bodyID(body); v != "" {
+			return SourceProvider, v
 		}
 	}
 	if t.scheme != nil {

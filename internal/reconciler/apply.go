@@ -31,6 +31,11 @@ type Applier struct {
 	// factory's code host: a paths filter on a pull request event of a
 	// host it has none for is a plan warning (CodeHostWarnings).
 	CodeHost func(factoryName, host string) bool
+	// Credentials, when set, are the server config's credentials of a
+	// factory's integrations (factories[].integrations), by type: a
+	// trigger of a chat or tracker whose write-back neither they nor
+	// factory.yaml give credentials for is a plan warning.
+	Credentials func(factoryName string) map[string]factory.Credentials
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

@@ -540,3 +540,33 @@ func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(
 	}
 	return ds
 }
+
+// CredentialWarnings warn of the automations whose runs from a chat or
+// tracker (Slack, Linear, Jira, Teams) cannot report back: neither
+// factory.yaml's integration entry nor the server config's credentials
+// (configured, by integration type) name what the provider's write-back
+// needs (docs/spec/talkback.md). Such runs still run; each notes the
+// missing credential on its timeline.
+func CredentialWarnings(d *Desired, factoryName string, configured map[string]factory.Credentials) schema.Diagnostics {
+	var ds schema.Diagnostics
+	for _, a := range d.Automations {
+		warned := map[string]bool{}
+		for i, t := range a.Triggers {
+			typ := factory.IntegrationOf(t.Provider)
+			if typ == "" || warned[t.Provider] {
+				continue
+			}
+			var c factory.Credentials
+			if in := d.Settings.Integration(typ); in != nil {
+				c = in.Credentials()
+			}
+			if missing := c.Over(configured[typ]).Missing(t.Provider); len(missing) > 0 {
+				warned[t.Provider] = true
+				ds = append(ds, a.Doc.Diag(schema.Warning, fmt.Sprintf("/triggers/%d", i), fmt.Sprintf(
+					"runs from %s will not report back: factory %s's %s integration names no %s (factory.yaml's integrations, or the server config's factories[].integrations)",
+					t.Provider, factoryName, typ, strings.Join(missing, ", "))))
+			}
+		}
+	}
+	return ds
+}

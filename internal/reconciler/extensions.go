@@ -40,6 +40,14 @@ func extensions(d *Desired) schema.Diagnostics {
 		ext(d.SettingsDoc, "/orchestration", "orchestration (the product bounds dispatches itself)")
 	}
 	mcpExtensions(d.SettingsDoc, "/mcpServers", string(d.Settings.MCPServers), ext)
+	if len(d.Settings.Notifications) > 0 {
+		ext(d.SettingsDoc, "/notifications", "notifications (run-status webhooks are this server's)")
+	}
+	for i, in := range d.Settings.IntegrationList() {
+		for _, k := range credentialKeys(in.Credentials()) {
+			ext(d.SettingsDoc, fmt.Sprintf("/integrations/%d/%s/%s", i, in.Type, k), k+" (the product keeps an integration's credentials itself)")
+		}
+	}
 	for _, a := range d.Automations {
 		if !strings.HasSuffix(a.Doc.File, "/automation.md") {
 			ext(a.Doc, "", fmt.Sprintf("a flat automation file; the v1alpha1 layout is automations/%s/automation.md", a.Key))
@@ -76,4 +84,18 @@ func mcpExtensions(doc *schema.Document, ptr, servers string, ext func(*schema.D
 	if strings.Contains(servers, `"command":`) || strings.Contains(servers, `"url":`) {
 		ext(doc, ptr, "MCP servers by command or url (v1alpha1 names them by warpId)")
 	}
+}
+
+// credentialKeys are the credential settings an integration entry gives
+// (this project's extension), in the order the schema lists them.
+func credentialKeys(c factory.Credentials) []string {
+	var out []string
+	for _, kv := range [][2]string{{"botTokenSecret", c.BotTokenSecret}, {"apiKeySecret", c.APIKeySecret}, {"baseURL", c.BaseURL},
+		{"emailSecret", c.EmailSecret}, {"apiTokenSecret", c.APITokenSecret}, {"appId", c.AppID},
+		{"appPasswordSecret", c.AppPasswordSecret}, {"tenantId", c.TenantID}} {
+		if kv[1] != "" {
+			out = append(out, kv[0])
+		}
+	}
+	return out
 }

@@ -117,8 +117,9 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 }
 
 // ServerWarnings adds to a valid revision's plan the warnings only this
-// server can give: an agent whose harness it does not run, a paths filter
-// on pull requests of a code host it has no credential for.
+// server can give: an agent whose harness it does not run, a chat or
+// tracker trigger whose write-back has no credential, a paths filter on
+// pull requests of a code host it has no credential for.
 func (a *Applier) ServerWarnings(name string, c *Checked) {
 	if c.Desired == nil {
 		return
@@ -126,6 +127,9 @@ func (a *Applier) ServerWarnings(name string, c *Checked) {
 	p := c.Plan
 	if a.Harness != nil {
 		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.Isolation)...)
+	}
+	if a.Credentials != nil {
+		p.Diagnostics = append(p.Diagnostics, CredentialWarnings(c.Desired, name, a.Credentials(name))...)
 	}
 	if a.CodeHost != nil {
 		p.Diagnostics = append(p.Diagnostics, CodeHostWarnings(c.Desired, func(host string) bool { return a.CodeHost(name, host) })...)

@@ -111,8 +111,8 @@ func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*fac
 // ContinueWith sends a follow-up to a run once per key, however many times
 // it is asked (an event on a work item, evaluated again after a crash):
 // sent, or sent before, is no error. from, when set, is the event's origin:
-// the comment that asked becomes the run's origin's (its write-back reacts
-// to it).
+// the comment or chat message that asked becomes the run's origin's (its
+// write-back reacts to it).
 func (m *Manager) ContinueWith(id, key, message string, files []AttachmentData, from *factory.Origin) error {
 	_, _, err := m.sendFollowUp(id, key, message, files, from)
 	return err
@@ -141,6 +141,9 @@ func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData,
 		}
 		if o := from; o != nil && o.CommentID != 0 && r.Origin != nil {
 			r.Origin.CommentID, r.Origin.ReviewComment = o.CommentID, o.ReviewComment
+		}
+		if o := from; o != nil && o.Message != "" && r.Origin != nil {
+			r.Origin.Message = o.Message // a chat's reply: its reaction
 		}
 		ans.ID = factory.DerivedID("fu_", id, strconv.Itoa(r.Events))
 		b.QueueFollowUp(id, r.Events, message) // numbered after everything before it

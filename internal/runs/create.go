@@ -51,6 +51,8 @@ type CreateRequest struct {
 	// CreatorSecrets name the creator's own code host tokens
 	// (factory.Run.CreatorSecrets).
 	CreatorSecrets map[string]string
+	// Webhook is the run's own run-status webhook (its secret sealed).
+	Webhook *factory.RunWebhook
 }
 
 // AttachmentData is an attachment's name, type and content.
@@ -145,7 +147,7 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
 		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup, Repositories: req.Repositories, Origin: req.Origin,
-		CreatorSecrets: req.CreatorSecrets}
+		CreatorSecrets: req.CreatorSecrets, Webhook: req.Webhook}
 	if r.Repositories == nil && r.FactoryUID != "" {
 		if r.Repositories, err = m.listedRepositories(r.FactoryUID); err != nil {
 			return nil, false, err
@@ -190,6 +192,9 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		if _, err := m.cfg.Store.WorkItem(r.FactoryUID, o.WorkItem); errors.Is(err, store.ErrNotFound) {
 			b.PutWorkItem(r.FactoryUID, o.WorkItem, r.ID) // the work item's root run
 		}
+	}
+	if k := r.Origin.OnceKey(); k != "" {
+		b.MarkFollowUp(r.ID, k) // the message that started it is not its follow-up too
 	}
 	return r, true, nil
 }

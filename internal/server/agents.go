@@ -158,9 +158,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, factoryUID strin
 	if key != nil {
 		req.Creator, req.CreatorSecrets = apiKeyCreator(key), creatorSecrets(key)
 	}
+	secret, err := s.runWebhook(&req, q.Webhook)
+	if err != nil {
+		return err
+	}
 	created, err := s.runs.Create(r.Context(), req, idem)
 	if err != nil {
 		return err
+	}
+	if created.Run != nil && secret != "" { // a run made now, not an Idempotency-Key's answer again
+		writeJSON(w, http.StatusOK, struct {
+			*service.Created
+			WebhookSecret string `json:"webhook_secret"`
+		}{created, secret})
+		return nil
 	}
 	writeJSON(w, http.StatusOK, created)
 	return nil

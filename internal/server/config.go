@@ -31,6 +31,67 @@ type FileConfig struct {
 	Networking struct {
 		EgressRanges []string `json:"egressRanges,omitempty"`
 	} `json:"networking"`
+	// Providers are where the chats' and trackers' APIs are reached;
+	// Notifications bound the run-status webhooks (docs/spec/talkback.md).
+	Providers     *ProvidersConfig     `json:"providers,omitempty"`
+	Notifications *NotificationsConfig `json:"notifications,omitempty"`
+}
+
+// ProvidersConfig is where the providers' APIs are reached ("" their
+// public ones).
+type ProvidersConfig struct {
+	Slack  APIConfig `json:"slack"`
+	Linear APIConfig `json:"linear"`
+	Jira   APIConfig `json:"jira"`
+	Teams  struct {
+		OpenIDMetadataURL string `json:"openIdMetadataURL"`
+		TokenURL          string `json:"tokenURL"`
+	} `json:"teams"`
+}
+
+// APIConfig is where one provider's API is reached.
+type APIConfig struct {
+	APIURL string `json:"apiURL"`
+}
+
+// NotificationsConfig bounds the run-status webhooks: the private ranges
+// they may reach, and the waits between a delivery's attempts.
+type NotificationsConfig struct {
+	AllowedNetworks []string `json:"allowedNetworks,omitempty"`
+	Retries         []string `json:"retries,omitempty"`
+}
+
+// RetrySchedule is the configured waits ("" entries are skipped); nil
+// when none is configured.
+func (c *NotificationsConfig) RetrySchedule() ([]time.Duration, error) {
+	if c == nil {
+		return nil, nil
+	}
+	var out []time.Duration
+	for i, v := range c.Retries {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("notifications.retries[%d]: %q is not a positive duration", i, v)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Networks are the allowed private ranges, parsed.
+func (c *NotificationsConfig) Networks() ([]netip.Prefix, error) {
+	if c == nil {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for i, v := range c.AllowedNetworks {
+		p, err := netip.ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("notifications.allowedNetworks[%d]: %q is not a CIDR range", i, v)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // BackupsConfig is the configuration's schedule of backups
@@ -151,6 +212,9 @@ type FactoryConfig struct {
 	SecretRef string `json:"secretRef,omitempty"`
 	// CodeHosts is the factory's own GitLab, over the server's.
 	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+	// Integrations are the factory's credentials for chats and trackers,
+	// over factory.yaml's (docs/spec/talkback.md).
+	Integrations map[string]factory.Credentials `json:"integrations,omitempty"`
 }
 
 // CodeHosts configures the code hosts: a GitHub App, a GitLab token.
@@ -203,6 +267,12 @@ func LoadConfig(path string) (*FileConfig, error) {
 		}
 		if _, err := cfg.EgressRanges(); err != nil {
 			ds = append(ds, schema.Diagnostic{File: path, Path: "/networking/egressRanges", Message: err.Error(), Severity: schema.Error})
+		}
+		if _, err := cfg.Notifications.Networks(); err != nil {
+			ds = append(ds, schema.Diagnostic{File: path, Path: "/notifications/allowedNetworks", Message: err.Error(), Severity: schema.Error})
+		}
+		if _, err := cfg.Notifications.RetrySchedule(); err != nil {
+			ds = append(ds, schema.Diagnostic{File: path, Path: "/notifications/retries", Message: err.Error(), Severity: schema.Error})
 		}
 		seen := map[string]bool{}
 		for i, f := range cfg.Factories {

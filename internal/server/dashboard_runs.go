@@ -86,7 +86,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, sess *session) 
 	}
 	item := run.Item()
 	s.render(w, "run.html", map[string]any{"Title": "Run " + run.ID, "Session": sess, "Run": &item, "CanRun": canRun(sess),
-		"EventTypes": factory.TimelineEventTypes})
+		"EventTypes": factory.TimelineEventTypes, "Origin": run.Origin, "Talkback": run.Talkback})
 	return nil
 }
 

@@ -88,6 +88,12 @@ type Config struct {
 	Backups *backup.Schedule
 	// Version is the binary's version, recorded in backups.
 	Version string
+	// Talkback, when set, is the factories' chats and trackers: Teams
+	// activities are received at /hooks/teams/<factory uid>.
+	Talkback Talkback
+	// Notify, when set, sends the run-status webhooks: its sender runs
+	// with the server, its delivery log is served under /v1/notifications.
+	Notify *Notifier
 }
 
 // Server serves the API and reconciles factories.
@@ -305,6 +311,13 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 			s.scheduleBackups(ctx, s.log)
 		}()
 	}
+	if s.cfg.Notify != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.cfg.Notify.Run(ctx)
+		}()
+	}
 	if s.cfg.Runs != nil {
 		wg.Add(2)
 		go func() {
@@ -337,6 +350,9 @@ func (s *Server) sweep(ctx context.Context) {
 		}
 		if _, err := s.store.SweepSupersededRunIndex(time.Now().Add(-store.RunListWindow)); err != nil {
 			s.log.Error("sweeping the run index", "err", err)
+		}
+		if _, err := s.store.SweepNotifications(time.Now().Add(-factory.DeliveryLogAge)); err != nil {
+			s.log.Error("sweeping the notifications' delivery log", "err", err)
 		}
 		s.ui.prune(time.Now())
 		select {
@@ -513,6 +529,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.PushSecret != "" {
 		mux.Handle("POST /hooks/push", handlerFunc(s, s.receivePush))
 	}
+	mux.Handle("POST /hooks/teams/{uid}", handlerFunc(s, s.teamsActivity))
 	s.factoryFileRoutes(mux)
 	s.scheduleRoutes(mux)
 	s.dashboardRoutes(mux)
@@ -530,6 +547,7 @@ func (s *Server) Handler() http.Handler {
 	s.measureRoutes(mux)
 	s.taskRoutes(mux)
 	s.mcpRoutes(mux)
+	s.notificationRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))
 	mux.Handle("GET /v1/webhooks/{uid}", read(s.getWebhook))
 	mux.Handle("POST /v1/webhooks/{uid}/reveal-secret", admin(s.revealSecret))

@@ -54,6 +54,9 @@ func (b *Batch) PutRun(r *factory.Run, prev *factory.Run) {
 	for k := range now {
 		b.putRaw(k, nil)
 	}
+	if b.s.onRun != nil {
+		b.s.onRun(b, r, prev)
+	}
 }
 
 // AddRunEvent appends to a run's timeline; r.Events numbers it.

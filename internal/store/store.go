@@ -20,6 +20,8 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
 	"github.com/cockroachdb/pebble/vfs"
+
+	"factory"
 )
 
 // ErrLocked says another process holds the store open.
@@ -39,7 +41,16 @@ type Store struct {
 	// runLocks serialise the read-modify-writes of a run (UpdateRun),
 	// striped by run ID so that different runs do not wait for each other.
 	runLocks [64]sync.Mutex
+	// onRun, when set, adds its writes to the batch of every run's write
+	// (the run-status outbox; OnRunWrite).
+	onRun func(b *Batch, r, prev *factory.Run)
 }
+
+// OnRunWrite sets a function that adds writes of its own to the batch
+// that writes a run (prev nil for a new run), so that they are durable with
+// the run's change: the run-status webhooks' outbox. Call it before the
+// store is used.
+func (s *Store) OnRunWrite(f func(b *Batch, r, prev *factory.Run)) { s.onRun = f }
 
 // Options change how a store is opened.
 type Options struct {

@@ -58,7 +58,8 @@ var providers = map[string]provider{
 	factory.ProviderLinear: {
 		events:  []string{"issue_created", "issue_labeled", "issue_assigned", "issue_state_changed", "comment_created", "agent_session_created"},
 		payload: true,
-		keys:    map[string][]string{"teams": nil, "labels": nil, "projects": nil, "states": nil},
+		keys: map[string][]string{"teams": nil, "labels": nil, "projects": nil, "states": nil, "assignees": nil, "mentions": nil,
+			"issues": nil},
 	},
 	factory.ProviderSlack: {
 		events:  []string{"app_mention", "message_posted", "message_dm", "message_im", "message_mpim", "reaction_added", "member_joined_channel"},

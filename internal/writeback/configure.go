@@ -14,10 +14,13 @@ import (
 
 // Configure gives a run manager the code hosts: its runs' repositories
 // (what to clone, tokens minted per turn), the pull requests of their
-// branches after each turn, and every change of a run to rp, which
-// reports it where the run came from (the caller runs rp). Nothing without
-// hosts.
+// branches after each turn; and every change of a run to rp, which
+// reports it where the run came from (the caller runs rp), when rp reaches
+// code hosts or chats.
 func Configure(c *runs.Config, h *codehost.Hosts, s *store.Store, rp *Reporter, secret func(name string) ([]byte, error)) {
+	if rp != nil && (h != nil || rp.Chats != nil) {
+		c.Changed = rp.Changed
+	}
 	if h == nil {
 		return
 	}
@@ -32,9 +35,6 @@ func Configure(c *runs.Config, h *codehost.Hosts, s *store.Store, rp *Reporter, 
 	}
 	c.PullRequests = func(ctx context.Context, r *factory.Run) []factory.Artifact {
 		return h.PullRequests(ctx, name(r.FactoryUID), r)
-	}
-	if rp != nil {
-		c.Changed = rp.Changed
 	}
 }
 

@@ -1,17 +1,21 @@
-// Package writeback tells the issue or pull request a run came from how it
-// goes (docs/spec/codehosts.md, Write-back): one comment, made when the
-// run starts and edited in place at each change and at its end (never a
-// second), and a reaction on the comment that asked. A failure to write
-// back is retried, logged and shown on the run's timeline; it never
-// changes the run.
+// Package writeback tells where a run came from how it goes
+// (docs/spec/codehosts.md, Write-back; docs/spec/talkback.md): the issue or pull
+// request on a code host, the Slack thread, the Linear agent session or
+// issue, the Jira issue, the Teams thread. One mechanism for every
+// provider: a report made when the run starts and brought up to date at
+// each change and at its end (never a second), and a reaction on the
+// message that asked. A failure to write back is retried, logged and shown
+// on the run's timeline; it never changes the run.
 package writeback
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,8 +27,11 @@ import (
 // Reporter writes runs back to where they came from.
 type Reporter struct {
 	Store *store.Store
+	// Hosts are the code hosts (GitHub, GitLab); Chats the other
+	// providers (Slack, Linear, Jira, Teams). Either may be nil.
 	Hosts *codehost.Hosts
-	// PublicURL is the server's address: the comment links to the run's
+	Chats Providers
+	// PublicURL is the server's address: the report links to the run's
 	// page on the dashboard.
 	PublicURL string
 	Log       *slog.Logger
@@ -36,7 +43,10 @@ type Reporter struct {
 	pending map[string]int // run ID → attempts failed so far
 	queue   []string
 	wake    chan struct{}
-	done    chan struct{}
+	// running is the run whose report is being made; dirty, the runs
+	// that changed while theirs was (they are reported again after it).
+	running string
+	dirty   map[string]bool
 }
 
 // DefaultBackoff spreads 5 attempts over about 10 minutes.
@@ -45,7 +55,7 @@ var DefaultBackoff = []time.Duration{10 * time.Second, 40 * time.Second, 2 * tim
 // Changed is told of a run whose state changed (runs.Config.Changed): its
 // report is queued, once however many changes come before it is made.
 func (rp *Reporter) Changed(r *factory.Run) {
-	if r.Origin == nil || r.Origin.Silent || rp.Hosts == nil {
+	if r.Origin == nil || r.Origin.Silent || rp.Hosts == nil && rp.Chats == nil {
 		return
 	}
 	rp.enqueue(r.ID)
@@ -54,11 +64,13 @@ func (rp *Reporter) Changed(r *factory.Run) {
 func (rp *Reporter) enqueue(id string) {
 	rp.mu.Lock()
 	if rp.pending == nil {
-		rp.pending, rp.wake = map[string]int{}, make(chan struct{}, 1)
+		rp.pending, rp.wake, rp.dirty = map[string]int{}, make(chan struct{}, 1), map[string]bool{}
 	}
 	if _, queued := rp.pending[id]; !queued {
 		rp.pending[id] = 0
 		rp.queue = append(rp.queue, id)
+	} else if rp.running == id {
+		rp.dirty[id] = true // its report may already be past this change
 	}
 	rp.mu.Unlock()
 	select {
@@ -71,7 +83,7 @@ func (rp *Reporter) enqueue(id string) {
 func (rp *Reporter) Run(ctx context.Context) {
 	rp.mu.Lock()
 	if rp.pending == nil {
-		rp.pending, rp.wake = map[string]int{}, make(chan struct{}, 1)
+		rp.pending, rp.wake, rp.dirty = map[string]int{}, make(chan struct{}, 1), map[string]bool{}
 	}
 	rp.mu.Unlock()
 	for {
@@ -97,6 +109,7 @@ func (rp *Reporter) next() (string, bool) {
 	}
 	id := rp.queue[0]
 	rp.queue = rp.queue[1:]
+	rp.running = id
 	return id, true
 }
 
@@ -105,17 +118,22 @@ func (rp *Reporter) next() (string, bool) {
 // the run's timeline too.
 func (rp *Reporter) settle(ctx context.Context, id string, err error) {
 	rp.mu.Lock()
-	failed := rp.pending[id]
+	failed, again := rp.pending[id], rp.dirty[id]
+	rp.running = ""
+	delete(rp.dirty, id)
 	if err == nil || errors.Is(err, errNothingToDo) {
 		delete(rp.pending, id)
 		rp.mu.Unlock()
+		if again {
+			rp.enqueue(id)
+		}
 		return
 	}
 	backoff := rp.Backoff
 	if backoff == nil {
 		backoff = DefaultBackoff
 	}
-	last := failed >= len(backoff)
+	last := failed >= len(backoff) || errors.Is(err, ErrNoCredential)
 	if last {
 		delete(rp.pending, id)
 	} else {
@@ -128,7 +146,7 @@ func (rp *Reporter) settle(ctx context.Context, id string, err error) {
 		if last {
 			word = "gave up"
 		}
-		rp.note(id, fmt.Sprintf("%s (%s): %v", factory.WriteBackFailed, word, err))
+		rp.note(id, fmt.Sprintf("%s (%s): %v", factory.WriteBackFailed, word, err), errors.Is(err, ErrNoCredential))
 	}
 	if last {
 		return
@@ -149,64 +167,126 @@ func (rp *Reporter) settle(ctx context.Context, id string, err error) {
 
 var errNothingToDo = errors.New("nothing to write back")
 
-// report makes the run's comment, or edits it, with what the run is now.
+// report makes the run's report where it came from, or brings it up to
+// date with what the run is now; a report that would say what the last one
+// said is not sent again.
 func (rp *Reporter) report(ctx context.Context, id string) error {
 	r, err := rp.Store.Run(id)
-	if err != nil || r.Origin == nil || r.Origin.Silent {
+	if err != nil || r.Origin == nil || r.Origin.Silent || r.Talkback != nil && r.Talkback.GaveUp {
 		return errNothingToDo
 	}
-	host, err := rp.Hosts.For(rp.factoryName(r.FactoryUID), r.Origin.Provider)
+	p, err := rp.provider(ctx, r)
+	if errors.Is(err, codehost.ErrNoHost) {
+		return errNothingToDo // a code host this server has no credential for: nothing is reached
+	}
 	if err != nil {
-		return errNothingToDo // a host this server has no credential for: nothing is reached
+		return err
 	}
 	events, err := rp.bodyEvents(id)
 	if err != nil {
 		return err
 	}
-	t := codehost.Thread{Repo: codehost.Repo{Host: r.Origin.Provider, Path: r.Origin.Repo}, Number: r.Origin.Number,
-		Merge: r.Origin.Merge, CommentID: r.Origin.CommentID, ReviewComment: r.Origin.ReviewComment}
-	body := Body(r, events, rp.PublicURL)
+	rep := NewReport(r, events, rp.PublicURL)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rp.react(ctx, host, r, t)
-	if r.ReportComment != "" {
-		return host.EditComment(ctx, t, r.ReportComment, body)
+	rp.react(ctx, p, r)
+	said := r.Talkback
+	if said == nil {
+		said = &factory.Talkback{}
 	}
-	cid, err := host.Comment(ctx, t, body)
+	digest := rep.digest()
+	if r.ReportComment != "" && said.Digest == digest {
+		return nil
+	}
+	rep.FirstEnd = rep.Ended && said.Ended != r.Turns+1
+	ref := r.ReportComment
+	if ref == "" {
+		if ref, err = p.Post(ctx, r.Origin, rep); err != nil {
+			return err
+		}
+	} else if err := p.Update(ctx, r.Origin, ref, rep); err != nil {
+		return err
+	}
+	return rp.said(r, ref, digest, rep.Ended)
+}
+
+// said records what the report said: its ID where it was made, its
+// digest, and the end it reported. When the run has moved on meanwhile, its
+// report is queued again.
+func (rp *Reporter) said(r *factory.Run, ref, digest string, ended bool) error {
+	now, err := rp.Store.UpdateRun(r.ID, true, func(cur *factory.Run, b *store.Batch) error {
+		cur.ReportComment = ref
+		tb := factory.Talkback{}
+		if cur.Talkback != nil {
+			tb = *cur.Talkback
+		}
+		tb.Digest = digest
+		if ended {
+			tb.Ended = r.Turns + 1
+		}
+		cur.Talkback = &tb
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := rp.Store.UpdateRun(id, true, func(r *factory.Run, b *store.Batch) error {
-		r.ReportComment = cid
-		return nil
-	}); err != nil {
-		return err
-	}
-	// The run may have moved on while the comment was made: edit it to
-	// what the run is now.
-	if now, err := rp.Store.Run(id); err == nil && now.State != r.State {
-		rp.enqueue(id)
+	if now.State != r.State || now.Turns != r.Turns || len(now.Artifacts) != len(r.Artifacts) {
+		rp.enqueue(r.ID) // marks it dirty: reported again once this report settles
 	}
 	return nil
 }
 
-// react marks the comment that asked for the run, or for its latest
-// follow-up, with 👀, once each.
-func (rp *Reporter) react(ctx context.Context, host codehost.Host, r *factory.Run, t codehost.Thread) {
-	if t.CommentID == 0 || r.ReactedTo == t.CommentID {
+// provider is where a run reports: its code host, or its chat's.
+func (rp *Reporter) provider(ctx context.Context, r *factory.Run) (Provider, error) {
+	switch r.Origin.Provider {
+	case codehost.GitHub, codehost.GitLab:
+		h, err := rp.Hosts.For(rp.factoryName(r.FactoryUID), r.Origin.Provider)
+		if err != nil {
+			return nil, err
+		}
+		return hostProvider{h}, nil
+	}
+	if rp.Chats == nil {
+		return nil, fmt.Errorf("%w: this server reaches no %s", ErrNoCredential, r.Origin.Provider)
+	}
+	return rp.Chats.For(ctx, rp.factoryName(r.FactoryUID), r.Origin.Provider)
+}
+
+// react marks the message or comment that asked for the run, or for its
+// latest follow-up, with 👀, once each.
+func (rp *Reporter) react(ctx context.Context, p Provider, r *factory.Run) {
+	o := r.Origin
+	key := o.Message
+	if o.CommentID != 0 {
+		key = strconv.FormatInt(o.CommentID, 10)
+	}
+	if key == "" || r.Talkback != nil && r.Talkback.Reacted == key || o.CommentID != 0 && r.ReactedTo == o.CommentID {
 		return
 	}
-	if err := host.React(ctx, t); err != nil {
-		rp.Log.Warn("reacting to the comment that asked for a run", "run", r.ID, "err", err)
+	if err := p.React(ctx, o); err != nil {
+		rp.Log.Warn("reacting to the message that asked for a run", "run", r.ID, "provider", o.Provider, "err", err)
 		return
 	}
 	_, err := rp.Store.UpdateRun(r.ID, false, func(r *factory.Run, b *store.Batch) error {
-		r.ReactedTo = t.CommentID
+		tb := factory.Talkback{}
+		if r.Talkback != nil {
+			tb = *r.Talkback
+		}
+		tb.Reacted, r.Talkback = key, &tb
+		if o.CommentID != 0 {
+			r.ReactedTo = o.CommentID
+		}
 		return nil
 	})
 	if err != nil {
 		rp.Log.Warn("recording a reaction", "run", r.ID, "err", err)
 	}
+}
+
+// digest is what a report says, for telling a change from none.
+func (rep *Report) digest() string {
+	h := sha256.Sum256([]byte(string(rep.State) + "\x00" + rep.Markdown))
+	return hex.EncodeToString(h[:12])
 }
 
 func (rp *Reporter) factoryName(uid string) string {
@@ -222,55 +302,24 @@ func (rp *Reporter) factoryName(uid string) string {
 	return ""
 }
 
-// note writes a message on the run's timeline.
-func (rp *Reporter) note(id, msg string) {
+// note writes a message on the run's timeline; giveUp stops the run's
+// reports for good (a missing credential: the next change would only say
+// the same again).
+func (rp *Reporter) note(id, msg string, giveUp bool) {
 	_, err := rp.Store.UpdateRun(id, false, func(r *factory.Run, b *store.Batch) error {
 		b.AddRunEvent(r, factory.RunEvent{Time: time.Now().UTC(), Kind: "message", Message: msg})
+		if giveUp {
+			tb := factory.Talkback{}
+			if r.Talkback != nil {
+				tb = *r.Talkback
+			}
+			tb.GaveUp, r.Talkback = true, &tb
+		}
 		return nil
 	})
 	if err != nil {
 		rp.Log.Error("noting a write-back failure", "run", id, "err", err)
 	}
-}
-
-// Marker is the hidden line a run's comment begins with: it names the run.
-func Marker(runID string) string { return "<!-- factory-run: " + runID + " -->" }
-
-// MaxFinalMessage bounds the agent's final message in a comment.
-const MaxFinalMessage = 2000
-
-// Body is the comment that says how a run goes: its title and state, a
-// link to its page, the follow-ups it got, and at its end the outcome,
-// the agent's last message, its branch and the pull requests it opened.
-func Body(r *factory.Run, events []*factory.RunEvent, publicURL string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n**%s** · %s %s\n\n", Marker(r.ID), oneLine(r.Title), stateMark(r.State), r.State)
-	fmt.Fprintf(&b, "[Run %s](%s/ui/runs/%s)\n", r.ID, strings.TrimRight(publicURL, "/"), r.ID)
-	for _, e := range events {
-		if e.Kind == "followup" {
-			fmt.Fprintf(&b, "\n↪ Follow-up: %s", oneLine(e.Message))
-		}
-	}
-	if r.State.Terminal() || r.State == factory.StateBlocked {
-		if r.StatusMessage != nil && r.StatusMessage.Message != "" {
-			fmt.Fprintf(&b, "\n\n**Outcome:** %s", oneLine(r.StatusMessage.Message))
-		}
-		if last := lastAgentMessage(events); last != "" {
-			fmt.Fprintf(&b, "\n\n> %s", strings.ReplaceAll(shorten(last, MaxFinalMessage), "\n", "\n> "))
-		}
-	}
-	if len(r.Repositories) > 0 && r.StartedAt != nil {
-		fmt.Fprintf(&b, "\n\n**Branch:** `%s`", r.Branch())
-	}
-	for _, a := range r.Artifacts {
-		if a.Type == factory.ArtifactPullRequest {
-			fmt.Fprintf(&b, "\n\n**Pull request:** [%s](%s)", oneLine(firstNonEmpty(a.Data.Title, a.Data.URL)), a.Data.URL)
-			if a.Data.Status != "" {
-				fmt.Fprintf(&b, " (%s)", a.Data.Status)
-			}
-		}
-	}
-	return b.String() + "\n"
 }
 
 // bodyEvents are the events of a run's timeline that Body reads (its
@@ -305,61 +354,4 @@ func (rp *Reporter) bodyEvents(id string) ([]*factory.RunEvent, error) {
 		}
 	}
 	return followUps, nil
-}
-
-// lastAgentMessage is the agent's last status message of the last turn.
-func lastAgentMessage(events []*factory.RunEvent) string {
-	for i := len(events) - 1; i >= 0; i-- {
-		e := events[i]
-		if e.Kind == "started" || e.Kind == "claimed" {
-			return ""
-		}
-		if e.Kind == "message" && !strings.HasPrefix(e.Message, "[") && !strings.HasPrefix(e.Message, "artifacts: ") &&
-			!strings.HasPrefix(e.Message, "setup ") && !strings.HasPrefix(e.Message, "checkout: ") {
-			return e.Message
-		}
-	}
-	return ""
-}
-
-func stateMark(s factory.RunState) string {
-	switch s {
-	case factory.StateSucceeded:
-		return "✅"
-	case factory.StateFailed, factory.StateError:
-		return "❌"
-	case factory.StateCancelled:
-		return "⏹"
-	case factory.StateBlocked:
-		return "⏸"
-	}
-	return "⏳"
-}
-
-// oneLine keeps a text on one line (an agent's words cannot forge the
-// comment's structure).
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
