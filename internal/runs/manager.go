@@ -29,6 +29,9 @@ type Environment struct {
 	Executor runtime.Executor
 	Timeout  time.Duration
 	Env      []string // KEY=VALUE added to the agent's environment
+	// ApprovalTimeout, when set, is how long its agents' tool calls wait
+	// for a person's approval (permissions ask), over the server's.
+	ApprovalTimeout time.Duration
 	// RunAs, when set, is the user the agent runs as (the server must be
 	// able to switch to it: root, or CAP_SETUID and CAP_SETGID). The
 	// workspace becomes that user's; the rest of the data directory stays
@@ -91,6 +94,9 @@ type Config struct {
 	// the change is durable (the write-back to where runs came from). It
 	// must not block.
 	Changed func(r *factory.Run)
+	// ApprovalTimeout is how long a tool call waits for a person's
+	// approval (runtime.approvalTimeout; DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
 }
 
 // ErrExternalAuthentication is the error of a run that must reach its
@@ -145,6 +151,10 @@ type Manager struct {
 	resumable []string
 	observers []func(*factory.Run)
 	extras    TurnExtras
+
+	// approvals are the turns waiting for a person's answer, by item.
+	approvalMu sync.Mutex
+	approvals  map[string][]chan struct{}
 }
 
 // activeTurn is a turn in flight: how to stop it, and where it runs.

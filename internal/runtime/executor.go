@@ -62,6 +62,16 @@ type Turn struct {
 	// before the setup commands (those not there yet); their tokens are in
 	// Env.
 	Checkout []Checkout `json:"checkout,omitempty"`
+	// Session is the ACP session of the run's previous turn: the turn
+	// loads it (session/load) when the agent offers that.
+	Session string `json:"session,omitempty"`
+	// Home are files laid out in the run's own HOME (HomeDir) before the
+	// agent starts, by path inside it: a harness's settings.
+	Home map[string][]byte `json:"home,omitempty"`
+	// BudgetTime is what the run's budget (maxDuration) leaves of its
+	// time: the turn ends FAILED, budget_exceeded, when it runs out. Zero
+	// means no budget.
+	BudgetTime time.Duration `json:"budget_time,omitempty"`
 
 	// Dir is the run's folder on the machine that runs the turn (its
 	// workspace, output and logs are in it); set by the host.
@@ -72,6 +82,9 @@ type Turn struct {
 	// Started, when set, is told the agent's process group as soon as it
 	// has started (0 when it is not this machine's: a container's).
 	Started func(pid int) `json:"-"`
+	// Approve, when set, puts a tool call to a person (permissions ask)
+	// and waits for the answer.
+	Approve Approver `json:"-"`
 }
 
 // Executors a turn names.
@@ -82,6 +95,10 @@ const (
 
 // Workspace is the agent's working directory: Dir's workspace.
 func (t *Turn) Workspace() string { return filepath.Join(t.Dir, "workspace") }
+
+// HomeDir is the run's own HOME, beside its workspace: nothing of the
+// server's user's home is the agent's.
+func (t *Turn) HomeDir() string { return filepath.Join(t.Dir, "home") }
 
 // OutputDir is where the agent leaves what it produced
 // ($FACTORY_OUTPUT_DIR), collected as the run's artifacts after each turn:
@@ -126,6 +143,9 @@ type Result struct {
 	// Links are the pull requests and references the agent named in its
 	// messages (the ACP executor reads them from resource links).
 	Links []factory.Artifact
+	// Session is the ACP session the turn used: the run's next turn loads
+	// it.
+	Session string `json:"session,omitempty"`
 }
 
 // Error codes of runs (docs/spec/platform-api.md, Errors).
@@ -133,6 +153,7 @@ const (
 	CodeInternal              = "internal_error"
 	CodeAgentProcessFailed    = "agent_process_failed"
 	CodeInfrastructureTimeout = "infrastructure_timeout"
+	CodeBudgetExceeded        = "budget_exceeded"
 )
 
 // Executor runs turns. Run blocks until the turn ends; cancelling ctx
@@ -152,6 +173,14 @@ var (
 	// and a follow-up continues the run.
 	ErrInterrupted = errors.New("interrupted")
 )
+
+// StopError is a cause that ends a turn FAILED with a code of its own:
+// the run's budget ran out.
+type StopError struct {
+	Code, Message string
+}
+
+func (e *StopError) Error() string { return e.Message }
 
 // errShutdown and errInterrupted are the causes under their old names.
 var errShutdown, errInterrupted = ErrShutdown, ErrInterrupted
