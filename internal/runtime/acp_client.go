@@ -35,6 +35,7 @@ type acpClient struct {
 	idle           time.Duration   // the turn's idle timeout
 
 	mu        sync.Mutex
+	quiet     *time.Timer        // reports the message being streamed when the agent pauses
 	text      strings.Builder    // the agent's message being streamed
 	messageID string             // its ID, when the agent gives one
 	replaying bool               // session/load replays the history: not reported
@@ -42,6 +43,11 @@ type acpClient struct {
 	asked     int                // approvals asked in this turn
 	links     []factory.Artifact // the resource links the agent sent, as artifacts
 }
+
+// quietFlush is how long the agent may pause in a message before what it
+// said so far is reported: a message followed by a long silence (a
+// command running) is seen when it is said, not at the next update.
+const quietFlush = time.Second
 
 // maxLinks bounds the links kept from one turn's messages.
 const maxLinks = 100
@@ -117,6 +123,19 @@ func (c *acpClient) flushLocked() {
 	c.emit(c.text.String())
 	c.text.Reset()
 	c.messageID = ""
+	if c.quiet != nil {
+		c.quiet.Stop()
+	}
+}
+
+// waitQuiet reports the message being streamed if the agent says nothing
+// more for quietFlush. The caller holds mu.
+func (c *acpClient) waitQuiet() {
+	if c.quiet == nil {
+		c.quiet = time.AfterFunc(quietFlush, c.flush)
+		return
+	}
+	c.quiet.Reset(quietFlush)
 }
 
 // flush ends the agent's message being streamed.
@@ -156,6 +175,8 @@ func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification
 		c.text.WriteString(u.AgentMessageChunk.Content.Text.Text)
 		if c.text.Len() >= maxLine {
 			c.flushLocked()
+		} else {
+			c.waitQuiet()
 		}
 	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.ResourceLink != nil:
 		c.link(u.AgentMessageChunk.Content.ResourceLink)
