@@ -76,7 +76,7 @@ func TestExecSuccess(t *testing.T) {
 	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
-	want := []string{"got: Fix the build.", "id="+execRunID, "followup=also run the tests", "no newline at the end"}
+	want := []string{"got: Fix the build.", "id=" + execRunID, "followup=also run the tests", "no newline at the end"}
 	if fmt.Sprint(r.list()) != fmt.Sprint(want) {
 		t.Fatalf("events %q", r.list())
 	}
@@ -178,7 +178,7 @@ func TestAgentEnvironment(t *testing.T) {
 			t.Errorf("the agent's environment has %q:\n%s", leak, got)
 		}
 	}
-	for _, want := range []string{"GEMINI_API_KEY=granted", "FACTORY_RUN_ID="+execRunID, "LANG=C.UTF-8", "PATH="} {
+	for _, want := range []string{"GEMINI_API_KEY=granted", "FACTORY_RUN_ID=" + execRunID, "LANG=C.UTF-8", "PATH="} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the agent's environment lacks %q:\n%s", want, got)
 		}
