@@ -28,6 +28,7 @@ type runtimeConfig struct {
 	MaxConcurrentRuns  int               `json:"maxConcurrentRuns"`
 	DefaultEnvironment string            `json:"defaultEnvironment"`
 	Harnesses          map[string]string `json:"harnesses"`
+	ApprovalTimeout    string            `json:"approvalTimeout"`
 }
 
 type environmentConfig struct {
@@ -36,6 +37,9 @@ type environmentConfig struct {
 	Env         map[string]string `json:"env"`
 	Timeout     string            `json:"timeout"`
 	Permissions string            `json:"permissions"`
+	// ApprovalTimeout is how long its tool calls wait for a person
+	// (permissions ask), over runtime.approvalTimeout.
+	ApprovalTimeout string `json:"approvalTimeout"`
 	// User runs the agents as this user (the server must be root or hold
 	// CAP_SETUID and CAP_SETGID): the data directory's keys are then out
 	// of their reach.
@@ -75,28 +79,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		d := defs[name]
-		env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
-		if d.Executor == "acp" {
-			env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
-		}
-		for k, v := range d.Env {
-			env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
-		}
-		sort.Strings(env.Env)
-		if d.User != "" {
-			cred, err := credentialOf(d.User)
-			if err != nil {
-				return nil, fmt.Errorf("environment %s: user: %w", name, err)
-			}
-			env.RunAs = cred
-		}
-		if d.Timeout != "" {
-			t, err := time.ParseDuration(d.Timeout)
-			if err != nil {
-				return nil, fmt.Errorf("environment %s: timeout: %w", name, err)
-			}
-			env.Timeout = t
+		env, err := environmentOf(name, defs[name])
+		if err != nil {
+			return nil, err
 		}
 		envs[name] = env
 	}
@@ -123,13 +108,47 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	if err != nil {
 		return nil, err
 	}
-	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
+	approval, _ := time.ParseDuration(rc.ApprovalTimeout) // the schema has checked it
+	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def, ApprovalTimeout: approval,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
 		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) }}
 	if hosts != nil {
 		hosts(&c)
 	}
 	return runs.NewManager(c), nil
+}
+
+// environmentOf is a configured environment as the run manager takes it.
+func environmentOf(name string, d environmentConfig) (runs.Environment, error) {
+	env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
+	if d.Executor == "acp" {
+		env.Executor = &runtime.ACPExecutor{Command: d.Command, Permissions: d.Permissions}
+	}
+	for k, v := range d.Env {
+		env.Env = append(env.Env, k+"="+os.ExpandEnv(v)) // "${GEMINI_API_KEY}" comes from the server's environment
+	}
+	sort.Strings(env.Env)
+	if d.User != "" {
+		cred, err := credentialOf(d.User)
+		if err != nil {
+			return env, fmt.Errorf("environment %s: user: %w", name, err)
+		}
+		env.RunAs = cred
+	}
+	for _, t := range []struct {
+		key, value string
+		into       *time.Duration
+	}{{"timeout", d.Timeout, &env.Timeout}, {"approvalTimeout", d.ApprovalTimeout, &env.ApprovalTimeout}} {
+		if t.value == "" {
+			continue
+		}
+		v, err := time.ParseDuration(t.value)
+		if err != nil {
+			return env, fmt.Errorf("environment %s: %s: %w", name, t.key, err)
+		}
+		*t.into = v
+	}
+	return env, nil
 }
 
 // selfPath is this binary, as an absolute path: runs execute in their

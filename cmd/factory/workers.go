@@ -200,6 +200,7 @@ func (cp *controlPlane) hosts(c *runs.Config) {
 func (cp *controlPlane) claims(m *runs.Manager) {
 	if cp != nil {
 		cp.SetClaim(m.Claim)
+		cp.SetApprove(m.ApproveFor)
 	}
 }
 

@@ -314,6 +314,7 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 	t.Dir = filepath.Join(w.Dir, "runs", a.RunID)
 	t.Command = ownCommand(t.Command, w.Docker != nil)
 	t.RunAs = nil
+	t.Approve = w.approver(a)
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}

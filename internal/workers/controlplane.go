@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/runtime"
 	"factory/internal/store"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -131,6 +132,14 @@ func (cp *ControlPlane) Stop() { cp.stop() }
 
 // Host is the run manager's host for turns on workers.
 func (cp *ControlPlane) Host() *Dispatcher { return cp.disp }
+
+// SetApprove sets what puts the workers' tool calls to a person (the run
+// manager's ApproveFor): until then, each ask is answered Pending.
+func (cp *ControlPlane) SetApprove(approve func(ctx context.Context, worker, runID, attempt string, req runtime.ApprovalRequest) (runtime.ApprovalAnswer, error)) {
+	cp.disp.mu.Lock()
+	cp.disp.Approve = approve
+	cp.disp.mu.Unlock()
+}
 
 // SetClaim sets what records workers' claims (the run manager's Claim):
 // until then, every claim is refused and its turn stays queued.

@@ -15,22 +15,27 @@ func nextID(prefix string) string { return fmt.Sprintf("%s_%06d", prefix, ids.Ad
 // stream writes server-sent events, flushed one by one, pausing between
 // them.
 type stream struct {
-	w    http.ResponseWriter
-	pace time.Duration
-	n    int
+	w         http.ResponseWriter
+	pace      time.Duration
+	n         int
+	hold      <-chan struct{}
+	holdAfter int
 }
 
-func newStream(w http.ResponseWriter, pace time.Duration) *stream {
+func newStream(w http.ResponseWriter, reply Reply) *stream {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, pace: pace}
+	return &stream{w: w, pace: reply.Pace, hold: reply.Hold, holdAfter: reply.HoldAfter}
 }
 
 // event writes one event (name may be empty) with v as its JSON data.
 func (s *stream) event(name string, v any) {
 	if s.n > 0 && s.pace > 0 {
 		time.Sleep(s.pace)
+	}
+	if s.hold != nil && s.n == s.holdAfter {
+		<-s.hold
 	}
 	s.n++
 	b, _ := json.Marshal(v)
@@ -101,7 +106,7 @@ func answerMessages(w http.ResponseWriter, req *Request, reply Reply) {
 			"stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(reply.Usage)})
 		return
 	}
-	s := newStream(w, reply.Pace)
+	s := newStream(w, reply)
 	start := anthropicUsage(Usage{Input: reply.Usage.Input, Cached: reply.Usage.Cached, Output: 1})
 	s.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant",
 		"model": req.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start}})
@@ -176,7 +181,7 @@ func answerResponses(w http.ResponseWriter, req *Request, reply Reply) {
 		writeJSON(w, resp("completed", out, responsesUsage(reply.Usage)))
 		return
 	}
-	s := newStream(w, reply.Pace)
+	s := newStream(w, reply)
 	seq := 0
 	ev := func(typ string, v map[string]any) {
 		v["type"], v["sequence_number"] = typ, seq
@@ -249,7 +254,7 @@ func answerChat(w http.ResponseWriter, req *Request, reply Reply) {
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": chatUsage(reply.Usage)})
 		return
 	}
-	s := newStream(w, reply.Pace)
+	s := newStream(w, reply)
 	chunk := func(delta map[string]any, finish any) {
 		s.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -314,7 +319,7 @@ func answerGemini(w http.ResponseWriter, req *Request, reply Reply) {
 		out = append(out, chunk([]any{p}, i == len(parts)-1))
 	}
 	if req.sse {
-		s := newStream(w, reply.Pace)
+		s := newStream(w, reply)
 		for _, c := range out {
 			s.event("", c)
 		}

@@ -82,6 +82,10 @@ type Reply struct {
 	Usage Usage
 	// Delay waits before the answer's first byte; Pace between chunks.
 	Delay, Pace time.Duration
+	// Hold, when set, holds a streamed answer after its first HoldAfter
+	// events until it is closed.
+	Hold      <-chan struct{}
+	HoldAfter int
 	// Status, when not 200, answers with an error of the provider's
 	// shape and this message.
 	Status int
