@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
 
+	"factory/internal/harness"
 	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
@@ -66,31 +69,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
 	}
-	envs := map[string]runs.Environment{}
-	var defs map[string]environmentConfig
-	if len(cfg.Environments) > 0 {
-		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
-			return nil, fmt.Errorf("environments: %w", err)
-		}
-	}
-	names := make([]string, 0, len(defs))
-	for n := range defs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		env, err := environmentOf(name, defs[name])
-		if err != nil {
-			return nil, err
-		}
-		envs[name] = env
-	}
-	if len(envs) == 0 {
-		self, err := selfPath()
-		if err != nil {
-			return nil, err
-		}
-		envs[DefaultEnvironment] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
+	envs, err := environments(cfg)
+	if err != nil {
+		return nil, err
 	}
 	def := rc.DefaultEnvironment
 	if def == "" {
@@ -108,6 +89,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	if err != nil {
 		return nil, err
 	}
+	if rc.Harnesses, err = harnessEnvironments(envs, rc.Harnesses, filepath.Join(dir, "harnesses")); err != nil {
+		return nil, err
+	}
 	approval, _ := time.ParseDuration(rc.ApprovalTimeout) // the schema has checked it
 	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def, ApprovalTimeout: approval,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
@@ -117,6 +101,72 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	}
 	return runs.NewManager(c), nil
 }
+
+// environments are the configuration's environments, or the built-in
+// demo environment when it has none.
+func environments(cfg *server.FileConfig) (map[string]runs.Environment, error) {
+	envs := map[string]runs.Environment{}
+	var defs map[string]environmentConfig
+	if len(cfg.Environments) > 0 {
+		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
+			return nil, fmt.Errorf("environments: %w", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		env, err := environmentOf(name, defs[name])
+		if err != nil {
+			return nil, err
+		}
+		envs[name] = env
+	}
+	if len(envs) == 0 {
+		self, err := selfPath()
+		if err != nil {
+			return nil, err
+		}
+		envs[DefaultEnvironment] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
+	}
+	return envs, nil
+}
+
+// harnessEnvironments maps the built-in harnesses to environments: the
+// one runtime.harnesses names, else the configuration's environment of the
+// harness's name, else, when the harness is installed under dir, an
+// environment of its own of that name (its agent over ACP, through
+// factory harnesses exec), which runs that harness
+// (runs.Environment.Harness). It returns the harnesses' mapping. Whatever
+// environment runs it, a harness's agent reaches its model through the
+// model gateway (runs.Config.HarnessSetup).
+func harnessEnvironments(envs map[string]runs.Environment, mapped map[string]string, dir string) (map[string]string, error) {
+	out := maps.Clone(mapped)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, h := range harness.Harnesses {
+		if _, ok := out[h.Name]; ok {
+			continue
+		}
+		if _, ok := envs[h.Name]; ok {
+			out[h.Name] = h.Name
+			continue
+		}
+		if h.Installed(dir) == "" {
+			continue
+		}
+		self, err := selfPath()
+		if err != nil {
+			return nil, err
+		}
+		envs[h.Name] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "harnesses", "exec", h.Name}},
+			Timeout: HarnessTimeout, Harness: h.Name}
+		out[h.Name] = h.Name
+	}
+	return out, nil
+}
+
+// HarnessTimeout bounds a turn of an installed harness's own environment
+// (a budget's maxDuration bounds a run).
+const HarnessTimeout = time.Hour
 
 // environmentOf is a configured environment as the run manager takes it.
 func environmentOf(name string, d environmentConfig) (runs.Environment, error) {

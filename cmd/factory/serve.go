@@ -136,7 +136,16 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	defer cp.close()
 	hosts := codeHosts(cfg, s, kr, log)
 	reporter := &writeback.Reporter{Store: s, Hosts: hosts, PublicURL: publicURL, Log: log}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
+	mg, err := newModelGateway(cfg, s, kr, a.dataDir(), publicURL)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) {
+		cp.hosts(c)
+		codeHostHooks(hosts, s, kr, reporter)(c)
+		c.HarnessSetup = mg.setup
+	})
 	if err != nil {
 		ln.Close()
 		return err
@@ -154,14 +163,16 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	egress, _ := cfg.EgressRanges() // LoadConfig has checked them
 	models, defaultModel := cfg.Models()
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
+	var srv *server.Server
+	gw := mg.handler(runs, func(r *factory.Run, c *factory.ModelCall) { srv.ObserveModelCall(r, c) }, log)
+	srv = server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
-		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel},
+		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Gateway: gw},
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
-		}}, log)
+		}, HarnessKey: mg.problem}, log)
 	return srv.Run(cmd.Context(), ln)
 }
 

@@ -71,6 +71,7 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		if bs != nil {
 			out["backups"] = bs
 		}
+		out["harnesses"] = a.harnessStatus()
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
@@ -87,6 +88,8 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	}
 	printWorkers(a.stdout, ws, natsURL)
 	printBackups(a.stdout, bs)
+	fmt.Fprintln(a.stdout)
+	printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
 	return waitErr
 }
 

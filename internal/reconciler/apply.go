@@ -23,6 +23,10 @@ type Applier struct {
 	// Harness, when set, says whether the server runs an agent harness:
 	// an agent whose harness it does not run is a plan warning.
 	Harness func(harness string) bool
+	// HarnessKey, when set, says why an agent's harness could not reach
+	// its model (its provider has no key at the model gateway), "" when
+	// it can: a plan warning too.
+	HarnessKey func(h *factory.Harness) string
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

@@ -486,9 +486,11 @@ func (c *crossCheck) codeForges() {
 }
 
 // HarnessWarnings warns about each agent whose resolved harness (defaults
-// ← agent) no environment of the server runs: its runs would fail
-// (harness_not_configured), and a plan should say so before they do.
-func HarnessWarnings(d *Desired, runs func(harness string) bool) schema.Diagnostics {
+// ← agent) no environment of the server runs (harness_not_configured), or
+// cannot reach its model (key, when set, says why: its provider has no key
+// at the model gateway, integration_not_configured): its runs would fail,
+// and a plan should say so before they do.
+func HarnessWarnings(d *Desired, runs func(harness string) bool, key func(h *factory.Harness) string) schema.Diagnostics {
 	var ds schema.Diagnostics
 	for _, a := range d.Resources[factory.ResourceAgent] {
 		ex := factory.ExecSettings{}
@@ -498,10 +500,15 @@ func HarnessWarnings(d *Desired, runs func(harness string) bool) schema.Diagnost
 		if own := schema.ExecFrom(a.Value); own != nil {
 			ex = ex.Resolve(*own)
 		}
-		if h := ex.EffectiveHarness(); h != nil && !runs(h.Type) {
+		h := ex.EffectiveHarness()
+		switch {
+		case h == nil:
+		case !runs(h.Type):
 			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf(
-				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (map it with runtime.harnesses.%s in the server config)",
-				a.Key, h.Type, h.Type)))
+				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (factory harnesses install %s, or map it with runtime.harnesses.%s in the server config)",
+				a.Key, h.Type, h.Type, h.Type)))
+		case key != nil && key(h) != "":
+			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s: %s", a.Key, key(h))))
 		}
 	}
 	return ds

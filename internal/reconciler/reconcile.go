@@ -100,7 +100,7 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 	}
 	p := c.Plan
 	if a.Harness != nil && c.Desired != nil {
-		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness)...)
+		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.HarnessKey)...)
 		p.Diagnostics.Sort()
 	}
 	outcome := Applied

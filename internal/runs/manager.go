@@ -32,6 +32,12 @@ type Environment struct {
 	// ApprovalTimeout, when set, is how long its agents' tool calls wait
 	// for a person's approval (permissions ask), over the server's.
 	ApprovalTimeout time.Duration
+	// Harness, when set, is the harness its agent is (claude, codex,
+	// gemini): the server's environment of an installed harness. A run
+	// whose agent names no harness gets what that harness needs
+	// (Config.HarnessSetup); one whose agent names a harness gets that
+	// harness's, whatever its environment.
+	Harness string
 	// RunAs, when set, is the user the agent runs as (the server must be
 	// able to switch to it: root, or CAP_SETUID and CAP_SETGID). The
 	// workspace becomes that user's; the rest of the data directory stays
@@ -97,6 +103,13 @@ type Config struct {
 	// ApprovalTimeout is how long a tool call waits for a person's
 	// approval (runtime.approvalTimeout; DefaultApprovalTimeout).
 	ApprovalTimeout time.Duration
+	// HarnessSetup, when set, gives each turn of a harness (its agent's,
+	// else its environment's) what the harness needs: its model and
+	// reasoning level, the model gateway's address and the run's token,
+	// its settings in the run's HOME; a harness it does not know (oz) gets
+	// nothing. A result ends the turn before it starts (its provider has
+	// no key: integration_not_configured).
+	HarnessSetup func(r *factory.Run, harness string) (env []string, home map[string][]byte, fail *runtime.Result)
 }
 
 // ErrExternalAuthentication is the error of a run that must reach its

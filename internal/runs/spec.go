@@ -14,6 +14,15 @@ import (
 	"factory/internal/runtime"
 )
 
+// harnessOf is the harness a run's turn runs: its agent's, else its
+// environment's (a run that names the environment of an installed harness).
+func harnessOf(r *factory.Run, env Environment) string {
+	if r.Setup != nil && r.Setup.Harness != nil && r.Setup.Harness.Type != "" {
+		return r.Setup.Harness.Type
+	}
+	return env.Harness
+}
+
 // turnOf builds a turn of a run, once, from the store: what every host
 // runs it from. A granted secret that cannot be read, or a file of the
 // run's that is missing, ends the turn before it starts (ok false, with
@@ -51,6 +60,13 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 			t.MCPServers[name] = s // the server's own win over a same-named one of the run's
 		}
 		t.Env = append(t.Env, extra...)
+	}
+	if h := harnessOf(r, env); h != "" && m.cfg.HarnessSetup != nil {
+		vars, home, fail := m.cfg.HarnessSetup(r, h)
+		if fail != nil {
+			return nil, *fail, false
+		}
+		t.Env, t.Home = append(t.Env, vars...), home
 	}
 	if res, ok := m.repositories(r, t); !ok {
 		return nil, res, false

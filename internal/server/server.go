@@ -85,6 +85,9 @@ type Config struct {
 	Backups *backup.Schedule
 	// Version is the binary's version, recorded in backups.
 	Version string
+	// Gateway, when set, is the model gateway (docs/harnesses.md), served
+	// at /v1/gateway/: it authenticates its callers by their run's token.
+	Gateway http.Handler
 }
 
 // Server serves the API and reconciles factories.
@@ -496,6 +499,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/factory/{uid}/runs", s.auth(s.needRuns(s.dispatch), factory.ScopeRuns))
 	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
+	if s.cfg.Gateway != nil {
+		for _, m := range []string{"GET", "HEAD", "POST"} {
+			mux.Handle(m+" /v1/gateway/{provider}/{rest...}", s.cfg.Gateway)
+		}
+	}
 	s.identityRoutes(mux)
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)

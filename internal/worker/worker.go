@@ -16,6 +16,7 @@ import (
 	"factory"
 	"factory/internal/artifacts"
 	"factory/internal/docker"
+	"factory/internal/harness"
 	"factory/internal/runtime"
 
 	"github.com/nats-io/nats.go"
@@ -315,6 +316,8 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (runtime.Result, st
 	t.Command = ownCommand(t.Command, w.Docker != nil)
 	t.RunAs = nil
 	t.Approve = w.approver(a)
+	// A harness's turn runs this worker's own install of it.
+	t.Env = append(t.Env, harness.DirEnv+"="+filepath.Join(w.Dir, "harnesses"))
 	events := func(e runtime.Event) {
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "message", Time: e.Time, Message: e.Message})
 	}
