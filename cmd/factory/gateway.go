@@ -93,6 +93,10 @@ func (g *modelGateway) problem(h *factory.Harness) string {
 		h.Type, hh.Provider, hh.Provider)
 }
 
+// hooks gives a run manager's configuration the gateway's setup of each
+// harness's turn.
+func (g *modelGateway) hooks(c *runs.Config) { c.HarnessSetup = g.setup }
+
 // setup is runs.Config.HarnessSetup: a harness's turn gets its model and
 // reasoning level, the gateway's address for its provider and the run's
 // token as its key, its settings in the run's HOME, and where the

@@ -141,11 +141,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		ln.Close()
 		return err
 	}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) {
-		cp.hosts(c)
-		codeHostHooks(hosts, s, kr, reporter)(c)
-		c.HarnessSetup = mg.setup
-	})
+	runs, err := runManager(cfg, s, kr, a.dataDir(), log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c); mg.hooks(c) })
 	if err != nil {
 		ln.Close()
 		return err
