@@ -92,7 +92,7 @@ func resolveAgent(byKind Resources, runs *runs.Manager, f *factory.Factory, name
 	}
 	out := &AgentRun{prompt: agent.Body, files: map[string][]byte{},
 		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner,
-			WorkerHost: ex.WorkerHost}}
+			WorkerHost: ex.WorkerHost, Budget: ex.Budget}}
 	if rn := byKind[factory.ResourceRunner][ex.Runner]; rn != nil {
 		var rs factory.RunnerSpec
 		if err := json.Unmarshal(rn.Spec, &rs); err != nil {

@@ -40,6 +40,7 @@ func extensions(d *Desired) schema.Diagnostics {
 		ext(d.SettingsDoc, "/orchestration", "orchestration (the product bounds dispatches itself)")
 	}
 	mcpExtensions(d.SettingsDoc, "/mcpServers", string(d.Settings.MCPServers), ext)
+	budgetExtensions(d, ext)
 	for _, a := range d.Automations {
 		if !strings.HasSuffix(a.Doc.File, "/automation.md") {
 			ext(a.Doc, "", fmt.Sprintf("a flat automation file; the v1alpha1 layout is automations/%s/automation.md", a.Key))
@@ -75,5 +76,24 @@ func extensions(d *Desired) schema.Diagnostics {
 func mcpExtensions(doc *schema.Document, ptr, servers string, ext func(*schema.Document, string, string)) {
 	if strings.Contains(servers, `"command":`) || strings.Contains(servers, `"url":`) {
 		ext(doc, ptr, "MCP servers by command or url (v1alpha1 names them by warpId)")
+	}
+}
+
+// budgetExtensions reports each budget (agentDefaults', an agent's, an
+// automation's): the product has none in the versioned definition.
+func budgetExtensions(d *Desired, ext func(*schema.Document, string, string)) {
+	const msg = "budget (the product bounds runs its own way)"
+	if d.Settings.AgentDefaults != nil && d.Settings.AgentDefaults.Budget != nil {
+		ext(d.SettingsDoc, "/agentDefaults/budget", msg)
+	}
+	for _, a := range d.Resources[factory.ResourceAgent] {
+		if a.Doc.Has("/budget") {
+			ext(a.Doc, "/budget", msg)
+		}
+	}
+	for _, a := range d.Automations {
+		if a.Exec != nil && a.Exec.Budget != nil {
+			ext(a.Doc, "/budget", msg)
+		}
 	}
 }
