@@ -351,16 +351,13 @@ func (c *acpClient) inside(path string) (string, error) {
 // too, and dangling ones).
 func (c *acpClient) root() (*os.Root, error) { return os.OpenRoot(c.workspace) }
 
-// errNotFound is ACP's answer for a file that does not exist (JSON-RPC
-// code -32002, "Resource not found"): the agents take it as a new file to
-// create (Gemini CLI reads a file before it writes it).
-func errNotFound(path string) error {
-	return &acp.RequestError{Code: -32002, Message: "Resource not found: " + path, Data: map[string]any{"uri": path}}
-}
-
 // ReadTextFile reads a file of the workspace for the agent, whole or the
 // lines it asks for (line, 1-based, and limit). A missing file inside the
-// workspace is "Resource not found"; one outside is an error.
+// workspace reads as empty: Gemini CLI reads a file before it writes it
+// and takes no error as "not found" (the ACP connection rejects with the
+// error object, whose text it never sees), so that an error would keep
+// it from creating files; Claude Code and Codex create them either way.
+// One outside is an error.
 func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
 	c.touch()
 	rel, err := c.inside(p.Path)
@@ -374,7 +371,7 @@ func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest)
 	defer root.Close()
 	f, err := root.Open(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		return acp.ReadTextFileResponse{}, errNotFound(p.Path)
+		return acp.ReadTextFileResponse{Content: ""}, nil
 	}
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
