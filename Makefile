@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-short lint browser docker bench fuzz vulncheck clean
+.PHONY: all build run test test-short lint browser docker harnesses bench fuzz vulncheck clean
 
 all: build
 
@@ -28,8 +28,8 @@ lint: ## gofmt, go vet, and cyclomatic complexity at most 25 (gocyclo)
 # The packages with concurrency run again under the race detector.
 RACE_PKGS := ./internal/runtime ./internal/runs ./internal/worker ./internal/writeback ./internal/ingress ./internal/store ./internal/backup ./internal/server ./internal/automations ./internal/schedules ./internal/workers ./internal/foreman
 
-test: lint browser docker ## everything CI runs
-	$(GO) test -count=1 -timeout 15m ./...
+test: lint browser docker harnesses ## everything CI runs
+	FACTORY_TEST_HARNESSES=$(CURDIR)/.test-harnesses/harnesses $(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 15m $(RACE_PKGS)
 
 # The dashboard's browser tests drive Debian's Chromium; they say why they
@@ -38,6 +38,14 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		{ apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; }; } || true
 	@command -v chromium >/dev/null 2>&1 || echo "chromium is not installed (apt-get install chromium): the dashboard's browser tests will skip"
+
+# The real agents' tests (internal/harness) run Claude Code, Codex and Gemini
+# CLI installed from npm at their pinned versions; they skip, saying why,
+# where npm is not there.
+harnesses: build
+	@if command -v npm >/dev/null 2>&1; then $(BIN) --data .test-harnesses harnesses list | grep -q 'not installed\|pins' && \
+		{ $(BIN) --data .test-harnesses harnesses install >/dev/null || echo "the harnesses could not be installed: their tests will skip"; }; true; \
+	else echo "npm is not installed: the real agents' tests will skip"; fi
 
 # The docker backend's tests need a Docker daemon: one is started where none
 # answers and the machine allows it; they say why they skip where not.

@@ -78,6 +78,9 @@ type ExecSettings struct {
 	Secrets       []string                   `json:"secrets,omitempty"`
 	MCPServers    map[string]json.RawMessage `json:"mcpServers,omitempty"`
 	WorkerHost    string                     `json:"workerHost,omitempty"`
+	// Budget bounds what a run consumes (an extension); every layer
+	// that sets one bounds it (Resolve keeps the smaller of each limit).
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // Harness is the agent program of a run. Model alone is shorthand for
@@ -104,7 +107,8 @@ const (
 )
 
 // Resolve layers over on s: each key over sets replaces s's. model and
-// harness are one setting: setting either replaces both.
+// harness are one setting: setting either replaces both. A budget does
+// not replace: both bound the run, the smaller of each limit.
 func (s ExecSettings) Resolve(over ExecSettings) ExecSettings {
 	if over.Model != "" || over.Harness != nil {
 		s.Model, s.Harness = over.Model, over.Harness
@@ -124,6 +128,7 @@ func (s ExecSettings) Resolve(over ExecSettings) ExecSettings {
 	if over.WorkerHost != "" {
 		s.WorkerHost = over.WorkerHost
 	}
+	s.Budget = s.Budget.Tighter(over.Budget)
 	return s
 }
 

@@ -178,6 +178,13 @@ type Run struct {
 	// docs/spec/foreman.md): its turn ends BLOCKED, not SUCCEEDED, until
 	// the answer comes as a follow-up.
 	Asking *Asking `json:"asking,omitempty"`
+	// AgentSession is the ACP session of the run's last turn: the next
+	// turn loads it when its agent can (docs/spec/harnesses.md).
+	AgentSession string `json:"agent_session,omitempty"`
+	// Spent is what the run consumed against its budget (Setup.Budget);
+	// Exceeded, the limit it ran past, once it has.
+	Spent    *Spent          `json:"spent,omitempty"`
+	Exceeded *BudgetExceeded `json:"budget_exceeded,omitempty"`
 
 	// steps are the states the run went through since it was read
 	// (MoveTo); the store checks them before it writes the run.
@@ -206,13 +213,26 @@ type TurnRecord struct {
 	Messages     int   `json:"messages,omitempty"`
 	MessageBytes int64 `json:"message_bytes,omitempty"`
 	Limited      bool  `json:"limited,omitempty"`
+	// Approvals are the inbox items of the tool calls the turn's agent
+	// waits for a person to approve: the run is BLOCKED while there are
+	// any, its turn still live.
+	Approvals []string `json:"approvals,omitempty"`
+	// Started is when the turn's agent started: the run's time against
+	// its budget counts from it.
+	Started *time.Time `json:"started,omitempty"`
 }
 
 // Live reports whether the turn of attempt is the run's current one and
-// still running: its events may change the run.
+// still running (BLOCKED on an approval included): its events may change
+// the run.
 func (r *Run) Live(attempt string) bool {
-	return r.Current != nil && r.Current.Attempt == attempt && (r.State == StateClaimed || r.State == StateInProgress)
+	return r.Current != nil && r.Current.Attempt == attempt &&
+		(r.State == StateClaimed || r.State == StateInProgress || r.State == StateBlocked)
 }
+
+// Approving reports whether the run is BLOCKED on a tool call's approval:
+// its turn goes on, waiting for a person.
+func (r *Run) Approving() bool { return r.State == StateBlocked && r.Current != nil }
 
 // RunSetup is the agent a run executes and how its workspace is prepared.
 type RunSetup struct {
@@ -244,6 +264,10 @@ type RunSetup struct {
 	// by name: their values are read when the run starts, never stored
 	// with it.
 	Secrets []string `json:"secrets,omitempty"`
+	// Permissions is the agent's policy for its tool calls (allow, deny,
+	// ask), over its environment's; Budget bounds what the run consumes.
+	Permissions string  `json:"permissions,omitempty"`
+	Budget      *Budget `json:"budget,omitempty"`
 }
 
 // Branch is the run's branch in its repositories: its own, or its tree's.
@@ -413,6 +437,9 @@ type RunEvent struct {
 	Kind    string    `json:"kind"` // created, started, message, followup, finished
 	Message string    `json:"message,omitempty"`
 	State   RunState  `json:"state,omitempty"`
+	// Data is the event's detail beside its message (an approval's tool
+	// call and options, a budget's limit and use), in its payload.
+	Data map[string]any `json:"data,omitempty"`
 }
 
 // RunItem is a run as the API shows it.
@@ -607,6 +634,9 @@ func TimelineEntry(runID string, i int, e *RunEvent) (TimelineEvent, bool) {
 	if e.State != "" {
 		te.Payload["state"] = e.State
 	}
+	for k, v := range e.Data {
+		te.Payload[k] = v
+	}
 	if len(te.Payload) == 0 {
 		te.Payload = nil
 	}
@@ -651,7 +681,16 @@ func eventType(e *RunEvent) string {
 // TimelineEventTypes are every event type a timeline can hold: the names
 // of a run's event stream's events.
 var TimelineEventTypes = []string{"oz_run_created", "oz_run_claimed", "agent_started", "status_message", "tool_call", "plan", "permission_decision",
-	"artifact_problem", "checkout_skipped", "write_back_failed", "followup", "oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
+	"artifact_problem", "checkout_skipped", "write_back_failed", "followup", EventApprovalRequested, EventApprovalAnswered, EventBudgetExceeded,
+	"oz_run_done", "oz_run_failed", "oz_run_cancelled", "oz_run_blocked", "oz_run_errored"}
+
+// Timeline events of their own kind: a tool call put to a person and its
+// answer (permissions ask), a budget run out.
+const (
+	EventApprovalRequested = "approval_requested"
+	EventApprovalAnswered  = "approval_answered"
+	EventBudgetExceeded    = "budget_exceeded"
+)
 
 // messageEventTypes are the event types of status messages by prefix.
 var messageEventTypes = map[string]string{"[tool] ": "tool_call", "[plan] ": "plan", "[permission] ": "permission_decision",

@@ -61,7 +61,7 @@ Start with:
 	pf.StringVar(&a.serverFlag, "server", "", "talk to a running server at this URL instead of opening the store (default $FACTORY_SERVER)")
 	pf.StringVar(&a.apiKeyFlag, "api-key", "", "API key for --server (default $FACTORY_API_KEY, else the data directory's admin key)")
 	root.AddCommand(a.reconcileCmd(), a.statusCmd(), a.serveCmd(), a.secretsCmd(), a.webhooksCmd(),
-		a.automationsCmd(), a.runsCmd(), a.tasksCmd(), a.inboxCmd(), a.schedulesCmd(), a.apikeysCmd(), a.backupCmd(), a.restoreCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd())
+		a.automationsCmd(), a.runsCmd(), a.tasksCmd(), a.inboxCmd(), a.schedulesCmd(), a.apikeysCmd(), a.backupCmd(), a.restoreCmd(), a.schemaCmd(), a.versionCmd(), a.demoAgentCmd(), a.workerCmd(), a.workersCmd(), a.harnessesCmd())
 	return root
 }
 

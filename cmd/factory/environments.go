@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
 
+	"factory/internal/harness"
 	"factory/internal/runs"
 	"factory/internal/runtime"
 	"factory/internal/secrets"
@@ -30,7 +33,8 @@ type runtimeConfig struct {
 	Harnesses          map[string]string `json:"harnesses"`
 	// Confine confines every agent of this process to its run's folders
 	// (Landlock, where the kernel has it): true unless set false.
-	Confine *bool `json:"confine"`
+	Confine         *bool  `json:"confine"`
+	ApprovalTimeout string `json:"approvalTimeout"`
 }
 
 type environmentConfig struct {
@@ -39,6 +43,9 @@ type environmentConfig struct {
 	Env         map[string]string `json:"env"`
 	Timeout     string            `json:"timeout"`
 	Permissions string            `json:"permissions"`
+	// ApprovalTimeout is how long its tool calls wait for a person
+	// (permissions ask), over runtime.approvalTimeout.
+	ApprovalTimeout string `json:"approvalTimeout"`
 	// User runs the agents as this user (the server must be root or hold
 	// CAP_SETUID and CAP_SETGID): the data directory's keys are then out
 	// of their reach.
@@ -75,31 +82,9 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
 	}
-	envs := map[string]runs.Environment{}
-	var defs map[string]environmentConfig
-	if len(cfg.Environments) > 0 {
-		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
-			return nil, fmt.Errorf("environments: %w", err)
-		}
-	}
-	names := make([]string, 0, len(defs))
-	for n := range defs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		env, err := environmentOf(name, defs[name])
-		if err != nil {
-			return nil, err
-		}
-		envs[name] = env
-	}
-	if len(envs) == 0 {
-		self, err := selfPath()
-		if err != nil {
-			return nil, err
-		}
-		envs[DefaultEnvironment] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
+	envs, err := environments(cfg)
+	if err != nil {
+		return nil, err
 	}
 	def := rc.DefaultEnvironment
 	if def == "" {
@@ -117,7 +102,11 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	if err != nil {
 		return nil, err
 	}
-	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def,
+	if rc.Harnesses, err = harnessEnvironments(envs, rc.Harnesses, filepath.Join(dir, "harnesses")); err != nil {
+		return nil, err
+	}
+	approval, _ := time.ParseDuration(rc.ApprovalTimeout) // the schema has checked it
+	c := runs.Config{Store: s, DataDir: dir, Environments: envs, DefaultEnvironment: def, ApprovalTimeout: approval,
 		MaxConcurrent: rc.MaxConcurrentRuns, Log: log, Harnesses: rc.Harnesses,
 		SecretValue: func(name string) ([]byte, error) { return secrets.Current(s, kr, name) },
 		Unconfined:  rc.Confine != nil && !*rc.Confine, Confinement: &runtime.Confinement{Hidden: hidden}}
@@ -133,7 +122,73 @@ func runManager(cfg *server.FileConfig, s *store.Store, kr *secrets.Keyring, dat
 	return m, nil
 }
 
-// environmentOf is the environment a configuration defines.
+// environments are the configuration's environments, or the built-in
+// demo environment when it has none.
+func environments(cfg *server.FileConfig) (map[string]runs.Environment, error) {
+	envs := map[string]runs.Environment{}
+	var defs map[string]environmentConfig
+	if len(cfg.Environments) > 0 {
+		if err := json.Unmarshal(cfg.Environments, &defs); err != nil {
+			return nil, fmt.Errorf("environments: %w", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		env, err := environmentOf(name, defs[name])
+		if err != nil {
+			return nil, err
+		}
+		envs[name] = env
+	}
+	if len(envs) == 0 {
+		self, err := selfPath()
+		if err != nil {
+			return nil, err
+		}
+		envs[DefaultEnvironment] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "demo-agent", "--acp"}}, Timeout: 10 * time.Minute}
+	}
+	return envs, nil
+}
+
+// harnessEnvironments maps the built-in harnesses to environments: the
+// one runtime.harnesses names, else the configuration's environment of the
+// harness's name, else, when the harness is installed under dir, an
+// environment of its own of that name (its agent over ACP, through
+// factory harnesses exec), which runs that harness
+// (runs.Environment.Harness). It returns the harnesses' mapping. Whatever
+// environment runs it, a harness's agent reaches its model through the
+// model gateway (runs.Config.HarnessSetup).
+func harnessEnvironments(envs map[string]runs.Environment, mapped map[string]string, dir string) (map[string]string, error) {
+	out := maps.Clone(mapped)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, h := range harness.Harnesses {
+		if _, ok := out[h.Name]; ok {
+			continue
+		}
+		if _, ok := envs[h.Name]; ok {
+			out[h.Name] = h.Name
+			continue
+		}
+		if h.Installed(dir) == "" {
+			continue
+		}
+		self, err := selfPath()
+		if err != nil {
+			return nil, err
+		}
+		envs[h.Name] = runs.Environment{Executor: &runtime.ACPExecutor{Command: []string{self, "harnesses", "exec", h.Name}},
+			Timeout: HarnessTimeout, Harness: h.Name, ReadOnly: []string{dir}} // confined agents read their harness's programs
+		out[h.Name] = h.Name
+	}
+	return out, nil
+}
+
+// HarnessTimeout bounds a turn of an installed harness's own environment
+// (a budget's maxDuration bounds a run).
+const HarnessTimeout = time.Hour
+
+// environmentOf is a configured environment as the run manager takes it.
 func environmentOf(name string, d environmentConfig) (runs.Environment, error) {
 	env := runs.Environment{Executor: &runtime.ExecExecutor{Command: d.Command}}
 	if d.Executor == "acp" {
@@ -151,12 +206,18 @@ func environmentOf(name string, d environmentConfig) (runs.Environment, error) {
 		env.RunAs = cred
 	}
 	env.Unconfined, env.ReadOnly = d.Confine != nil && !*d.Confine, d.ReadOnly
-	if d.Timeout != "" {
-		t, err := time.ParseDuration(d.Timeout)
-		if err != nil {
-			return env, fmt.Errorf("environment %s: timeout: %w", name, err)
+	for _, t := range []struct {
+		key, value string
+		into       *time.Duration
+	}{{"timeout", d.Timeout, &env.Timeout}, {"approvalTimeout", d.ApprovalTimeout, &env.ApprovalTimeout}} {
+		if t.value == "" {
+			continue
 		}
-		env.Timeout = t
+		v, err := time.ParseDuration(t.value)
+		if err != nil {
+			return env, fmt.Errorf("environment %s: %s: %w", name, t.key, err)
+		}
+		*t.into = v
 	}
 	return env, nil
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"factory/internal/backup"
+	"factory/internal/codehost"
 	"factory/internal/confine"
+	"factory/internal/notify"
 	"factory/internal/reconciler"
 	"factory/internal/reconciler/gitsource"
 	"factory/internal/reconciler/watch"
@@ -138,27 +140,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 	defer cp.close()
-	notifier, err := notifications(cfg, s, kr, log, o.insecureNotifications)
+	rt, err := a.serveRuntime(cmd.Context(), cfg, o, s, kr, cp, publicURL, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	hosts, chats := codeHosts(cfg, s, kr, log), chatProviders(cfg, s, kr)
-	reporter := &writeback.Reporter{Store: s, Hosts: hosts, Chats: chats, PublicURL: publicURL, Log: log}
-	// The server's own memory and environment are out of its agents'
-	// reach (a process that cannot be dumped cannot be read through /proc
-	// by another of its user), and so are its configuration and its NATS
-	// credentials files (hidden from confined agents).
-	confine.HideProcess()
-	hidden := []string{o.config, o.workers.natsAuth.creds, o.workers.natsAuth.nkey, o.workers.natsAuth.passwordFile}
-	runs, err := runManager(cfg, s, kr, a.dataDir(), hidden, log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c) })
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	cp.claims(runs)
-	runs.Observe(func(*factory.Run) { notifier.Wake() })
-	go reporter.Run(cmd.Context())
+	runs, hosts, chats, mg := rt.runs, rt.hosts, rt.chats, rt.gateway
 	var ml net.Listener
 	if o.metricsListen != "" {
 		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {
@@ -168,26 +155,70 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	egress, _ := cfg.EgressRanges() // LoadConfig has checked them
 	models, defaultModel := cfg.Models()
-	srv := server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
+	var srv *server.Server
+	gw := mg.handler(runs, func(r *factory.Run, c *factory.ModelCall) { srv.ObserveModelCall(r, c) }, log)
+	srv = server.New(server.Config{PublicURL: publicURL, Factories: sources, Runs: runs, Workers: cp.workers(), CodeHosts: hosts, CheckName: checkNameOf(cfg),
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
 		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats,
-		Notify: notifier},
-		serveApplier(s, kr, runs, chats), log)
+		Notify: rt.notifier, Gateway: gw},
+		serveApplier(s, kr, runs, chats, mg), log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// serveRuntime is what runs and reports the server's runs.
+type serveRuntime struct {
+	runs     *runs.Manager
+	hosts    *codehost.Hosts
+	chats    *talkback.Registry
+	gateway  *modelGateway
+	notifier *notify.Notifier
+}
+
+// serveRuntime makes serve's run manager, with what its runs report to
+// (code hosts, chats and trackers, run-status webhooks) and the model
+// gateway their harnesses reach models through; the reporter runs until
+// ctx ends.
+func (a *app) serveRuntime(ctx context.Context, cfg *server.FileConfig, o *serveOpts, s *store.Store, kr *secrets.Keyring, cp *controlPlane,
+	publicURL string, log *slog.Logger) (*serveRuntime, error) {
+	notifier, err := notifications(cfg, s, kr, log, o.insecureNotifications)
+	if err != nil {
+		return nil, err
+	}
+	hosts, chats := codeHosts(cfg, s, kr, log), chatProviders(cfg, s, kr)
+	reporter := &writeback.Reporter{Store: s, Hosts: hosts, Chats: chats, PublicURL: publicURL, Log: log}
+	mg, err := newModelGateway(cfg, s, kr, a.dataDir(), publicURL)
+	if err != nil {
+		return nil, err
+	}
+	// The server's own memory and environment are out of its agents'
+	// reach (a process that cannot be dumped cannot be read through /proc
+	// by another of its user), and so are its configuration and its NATS
+	// credentials files (hidden from confined agents).
+	confine.HideProcess()
+	hidden := []string{o.config, o.workers.natsAuth.creds, o.workers.natsAuth.nkey, o.workers.natsAuth.passwordFile}
+	m, err := runManager(cfg, s, kr, a.dataDir(), hidden, log, func(c *runs.Config) { cp.hosts(c); codeHostHooks(hosts, s, kr, reporter)(c); mg.hooks(c) })
+	if err != nil {
+		return nil, err
+	}
+	cp.claims(m)
+	m.Observe(func(*factory.Run) { notifier.Wake() })
+	go reporter.Run(ctx)
+	return &serveRuntime{runs: m, hosts: hosts, chats: chats, gateway: mg, notifier: notifier}, nil
 }
 
 // serveApplier applies revisions for serve, its plans warning of what only
 // this server knows: agents whose harness it does not run or whose runs it
-// does not keep apart, and chats or trackers it cannot answer in.
-func serveApplier(s *store.Store, kr *secrets.Keyring, m *runs.Manager, chats *talkback.Registry) *reconciler.Applier {
+// does not keep apart or whose model it has no key for, and chats or
+// trackers it cannot answer in.
+func serveApplier(s *store.Store, kr *secrets.Keyring, m *runs.Manager, chats *talkback.Registry, mg *modelGateway) *reconciler.Applier {
 	return &reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 		_, ok := m.HarnessEnvironment(h)
 		return ok
 	}, Isolation: func(h string) string {
 		env, _ := m.HarnessEnvironment(h)
 		return m.EnvironmentIsolation(env)
-	}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }}
+	}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }, HarnessKey: mg.problem}
 }
 
 // serveStore opens the store for serve (migrating an older format, which

@@ -76,6 +76,7 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		if iso != nil {
 			out["agents"] = iso
 		}
+		out["harnesses"] = a.harnessStatus()
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
@@ -93,6 +94,8 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	printWorkers(a.stdout, ws, natsURL)
 	printBackups(a.stdout, bs)
 	printIsolation(a.stdout, iso)
+	fmt.Fprintln(a.stdout)
+	printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
 	return waitErr
 }
 

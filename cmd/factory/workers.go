@@ -201,6 +201,7 @@ func (cp *controlPlane) claims(m *runs.Manager) {
 	if cp != nil {
 		cp.SetClaim(m.Claim)
 		cp.SetOwner(m.Owns)
+		cp.SetApprove(m.ApproveFor)
 	}
 }
 

@@ -92,7 +92,7 @@ func resolveAgent(byKind Resources, runs *runs.Manager, f *factory.Factory, name
 	}
 	out := &AgentRun{prompt: agent.Body, files: map[string][]byte{},
 		setup: &factory.RunSetup{Agent: agent.Key, AgentUID: agent.UID, Harness: ex.EffectiveHarness(), Runner: ex.Runner,
-			WorkerHost: ex.WorkerHost}}
+			WorkerHost: ex.WorkerHost, Budget: ex.Budget}}
 	if rn := byKind[factory.ResourceRunner][ex.Runner]; rn != nil {
 		var rs factory.RunnerSpec
 		if err := json.Unmarshal(rn.Spec, &rs); err != nil {
@@ -174,7 +174,9 @@ func (o *AgentRun) pickEnvironment(runs *runs.Manager, ex factory.ExecSettings) 
 
 // grantedSecrets are the managed secrets a run's agent gets: the factory's
 // (always), the resolved settings' own, and the harness's credential, each
-// once, in that order.
+// once, in that order. The credential of a harness that reaches its model
+// through the model gateway (claude, codex, gemini) is the gateway's to
+// hold, never the agent's: it is not granted.
 func grantedSecrets(factoryWide []string, ex factory.ExecSettings) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -188,7 +190,7 @@ func grantedSecrets(factoryWide []string, ex factory.ExecSettings) []string {
 	}
 	add(factoryWide...)
 	add(ex.Secrets...)
-	if h := ex.Harness; h != nil && h.Auth != nil && h.Auth.Source == "managedSecret" {
+	if h := ex.EffectiveHarness(); h != nil && h.Auth != nil && h.Auth.Source == "managedSecret" && !throughGateway(h.Type) {
 		add(h.Auth.SecretName)
 	}
 	return out
@@ -207,4 +209,10 @@ func mcpServersOf(factoryWide json.RawMessage, own map[string]json.RawMessage) m
 		return nil
 	}
 	return out
+}
+
+// throughGateway reports whether a harness reaches its model through the
+// model gateway, which holds its key.
+func throughGateway(harness string) bool {
+	return harness == factory.HarnessClaude || harness == factory.HarnessCodex || harness == factory.HarnessGemini
 }

@@ -34,8 +34,12 @@ type Policy struct {
 	// ReadWrite are the folders it writes (its run's own).
 	ReadWrite []string
 	// ReadOnly are what it reads and runs besides the system folders: its
-	// harness's programs (a folder, or a file).
+	// harness's programs (a folder, or a file), never inside a hidden one.
 	ReadOnly []string
+	// Granted are what it reads as the operator or the server said, even
+	// inside a hidden folder: an environment's readOnly, the harnesses the
+	// server installed in its data directory.
+	Granted []string
 	// Hidden are never reached, even below a folder it reads: the data
 	// directory, credentials files. Only a ReadWrite folder inside one is
 	// reached (the run's folders are in the data directory).
@@ -133,6 +137,9 @@ func (p Policy) rules() ([]landlock.Rule, error) {
 		rules = append(rules, readRule(g))
 	}
 	for _, g := range grants(p.ReadOnly, hidden, true) {
+		rules = append(rules, readRule(g))
+	}
+	for _, g := range grants(p.Granted, hidden, false) {
 		rules = append(rules, readRule(g))
 	}
 	for _, d := range p.ReadWrite {

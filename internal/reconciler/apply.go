@@ -36,6 +36,10 @@ type Applier struct {
 	// trigger of a chat or tracker whose write-back neither they nor
 	// factory.yaml give credentials for is a plan warning.
 	Credentials func(factoryName string) map[string]factory.Credentials
+	// HarnessKey, when set, says why an agent's harness could not reach
+	// its model (its provider has no key at the model gateway), "" when
+	// it can: a plan warning too.
+	HarnessKey func(h *factory.Harness) string
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

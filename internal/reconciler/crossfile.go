@@ -510,12 +510,14 @@ func CodeHostWarnings(d *Desired, has func(host string) bool) schema.Diagnostics
 }
 
 // HarnessWarnings warns about each agent whose resolved harness (defaults
-// ← agent) no environment of the server runs: its runs would fail
-// (harness_not_configured), and a plan should say so before they do; and,
-// with isolation, about each agent whose environment keeps its runs apart
-// from the server's files or from each other's no better than isolation
-// says (an unconfined user: shared by runs at once).
-func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(harness string) string) schema.Diagnostics {
+// ← agent) no environment of the server runs (harness_not_configured), or
+// cannot reach its model (key, when set, says why: its provider has no key
+// at the model gateway, integration_not_configured): its runs would fail,
+// and a plan should say so before they do; and, with isolation, about
+// each agent whose environment keeps its runs apart from the server's
+// files or from each other's no better than isolation says (an unconfined
+// user: shared by runs at once).
+func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(harness string) string, key ...func(h *factory.Harness) string) schema.Diagnostics {
 	var ds schema.Diagnostics
 	for _, a := range d.Resources[factory.ResourceAgent] {
 		ex := factory.ExecSettings{}
@@ -530,8 +532,10 @@ func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(
 		case h == nil:
 		case !runs(h.Type):
 			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf(
-				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (map it with runtime.harnesses.%s in the server config)",
-				a.Key, h.Type, h.Type)))
+				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (factory harnesses install %s, or map it with runtime.harnesses.%s in the server config)",
+				a.Key, h.Type, h.Type, h.Type)))
+		case len(key) > 0 && key[0] != nil && key[0](h) != "":
+			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s: %s", a.Key, key[0](h))))
 		case isolation != nil:
 			if w := isolation(h.Type); w != "" {
 				ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s runs on the %s harness, in %s", a.Key, h.Type, w)))

@@ -48,6 +48,7 @@ func extensions(d *Desired) schema.Diagnostics {
 			ext(d.SettingsDoc, fmt.Sprintf("/integrations/%d/%s/%s", i, in.Type, k), k+" (the product keeps an integration's credentials itself)")
 		}
 	}
+	budgetExtensions(d, ext)
 	for _, a := range d.Automations {
 		if !strings.HasSuffix(a.Doc.File, "/automation.md") {
 			ext(a.Doc, "", fmt.Sprintf("a flat automation file; the v1alpha1 layout is automations/%s/automation.md", a.Key))
@@ -98,4 +99,23 @@ func credentialKeys(c factory.Credentials) []string {
 		}
 	}
 	return out
+}
+
+// budgetExtensions reports each budget (agentDefaults', an agent's, an
+// automation's): the product has none in the versioned definition.
+func budgetExtensions(d *Desired, ext func(*schema.Document, string, string)) {
+	const msg = "budget (the product bounds runs its own way)"
+	if d.Settings.AgentDefaults != nil && d.Settings.AgentDefaults.Budget != nil {
+		ext(d.SettingsDoc, "/agentDefaults/budget", msg)
+	}
+	for _, a := range d.Resources[factory.ResourceAgent] {
+		if a.Doc.Has("/budget") {
+			ext(a.Doc, "/budget", msg)
+		}
+	}
+	for _, a := range d.Automations {
+		if a.Exec != nil && a.Exec.Budget != nil {
+			ext(a.Doc, "/budget", msg)
+		}
+	}
 }

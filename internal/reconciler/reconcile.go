@@ -126,7 +126,7 @@ func (a *Applier) ServerWarnings(name string, c *Checked) {
 	}
 	p := c.Plan
 	if a.Harness != nil {
-		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.Isolation)...)
+		p.Diagnostics = append(p.Diagnostics, HarnessWarnings(c.Desired, a.Harness, a.Isolation, a.HarnessKey)...)
 	}
 	if a.Credentials != nil {
 		p.Diagnostics = append(p.Diagnostics, CredentialWarnings(c.Desired, name, a.Credentials(name))...)

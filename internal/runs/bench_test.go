@@ -126,7 +126,7 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 				break
 			}
 		}
-		turn := runtime.Turn{RunID: "direct", Prompt: "Summarise.", Dir: b.TempDir()}
+		turn := runtime.Turn{RunID: factory.NewUID("run_"), Prompt: "Summarise.", Dir: b.TempDir()}
 		if err := runtime.LayOut(&turn); err != nil {
 			b.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func (m *Manager) Interrupt(id string) error {
 	m.mu.Lock()
 	a, active := m.active[id]
 	m.mu.Unlock()
-	if !active || r.State != factory.StateInProgress {
+	if !active || r.State != factory.StateInProgress && !r.Approving() {
 		return ErrNotLive
 	}
 	a.cancel(runtime.ErrInterrupted)
@@ -102,8 +102,10 @@ type FollowUpAnswer struct {
 
 // SendFollowUp is FollowUp, saying what the follow-up became; files are
 // attached to the run (a name it has already is refused) and laid out in
-// its workspace before its next turn. A run that ended or is BLOCKED goes
-// back to QUEUED; its next turn runs where its workspace is.
+// its workspace before its next turn. A run that ended or is BLOCKED
+// between turns goes back to QUEUED; its next turn runs where its
+// workspace is. A run BLOCKED on a tool call's approval has a live turn:
+// the follow-up waits for the next one.
 func (m *Manager) SendFollowUp(id, message string, files []AttachmentData) (*factory.Run, FollowUpAnswer, error) {
 	return m.sendFollowUp(id, "", message, files, nil)
 }
@@ -152,7 +154,7 @@ func (m *Manager) sendFollowUp(id, once, message string, files []AttachmentData,
 		if r.State.Terminal() {
 			ans.Outcome = OutcomeHandoffExecution
 		}
-		if requeue = r.State.Terminal() || r.State == factory.StateBlocked; requeue {
+		if requeue = r.State.Terminal() || r.State == factory.StateBlocked && !r.Approving(); requeue {
 			if err := r.MoveTo(factory.StateQueued); err != nil {
 				return err
 			}

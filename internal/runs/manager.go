@@ -30,6 +30,15 @@ type Environment struct {
 	Executor runtime.Executor
 	Timeout  time.Duration
 	Env      []string // KEY=VALUE added to the agent's environment
+	// ApprovalTimeout, when set, is how long its agents' tool calls wait
+	// for a person's approval (permissions ask), over the server's.
+	ApprovalTimeout time.Duration
+	// Harness, when set, is the harness its agent is (claude, codex,
+	// gemini): the server's environment of an installed harness. A run
+	// whose agent names no harness gets what that harness needs
+	// (Config.HarnessSetup); one whose agent names a harness gets that
+	// harness's, whatever its environment.
+	Harness string
 	// RunAs, when set, is the user the agent runs as (the server must be
 	// able to switch to it: root, or CAP_SETUID and CAP_SETGID). The
 	// workspace becomes that user's; the rest of the data directory stays
@@ -107,6 +116,16 @@ type Config struct {
 	// Isolation says so.
 	Confinement *runtime.Confinement
 	Unconfined  bool
+	// ApprovalTimeout is how long a tool call waits for a person's
+	// approval (runtime.approvalTimeout; DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+	// HarnessSetup, when set, gives each turn of a harness (its agent's,
+	// else its environment's) what the harness needs: its model and
+	// reasoning level, the model gateway's address and the run's token,
+	// its settings in the run's HOME; a harness it does not know (oz) gets
+	// nothing. A result ends the turn before it starts (its provider has
+	// no key: integration_not_configured).
+	HarnessSetup func(r *factory.Run, harness string) (env []string, home map[string][]byte, fail *runtime.Result)
 }
 
 // ErrExternalAuthentication is the error of a run that must reach its
@@ -165,6 +184,10 @@ type Manager struct {
 	// attempt, until each turn ends.
 	outMu   sync.Mutex
 	dropped map[string]*runtime.Dropped
+
+	// approvals are the turns waiting for a person's answer, by item.
+	approvalMu sync.Mutex
+	approvals  map[string][]chan struct{}
 }
 
 // activeTurn is a turn in flight: how to stop it, and where it runs.

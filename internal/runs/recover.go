@@ -14,7 +14,8 @@ import (
 //   - a QUEUED run is queued again, in creation order; one whose turn was
 //     offered to the workers and not claimed is offered again under a new
 //     attempt (whether or not the offer was published before the end);
-//   - a run claimed by a worker (CLAIMED, INPROGRESS) is followed there:
+//   - a run claimed by a worker (CLAIMED, INPROGRESS, or BLOCKED on an
+//     approval its agent waits for) is followed there:
 //     its events wait in JetStream; a worker that says nothing within the
 //     lease has lost it (ERROR, retryable);
 //   - a run whose turn ran in this process has no process any more: what
@@ -22,11 +23,14 @@ import (
 //     follow-up continues it);
 //   - a run cancelled while its agent ran has what is left of it killed.
 func (m *Manager) recover() error {
-	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress, factory.StateCancelled)
+	runs, err := m.cfg.Store.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress, factory.StateBlocked, factory.StateCancelled)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
+		if r.State == factory.StateBlocked && !r.Approving() {
+			continue // between turns: a follow-up continues it
+		}
 		if err := m.recoverRun(r); err != nil {
 			return err
 		}

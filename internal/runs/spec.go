@@ -14,6 +14,15 @@ import (
 	"factory/internal/runtime"
 )
 
+// harnessOf is the harness a run's turn runs: its agent's, else its
+// environment's (a run that names the environment of an installed harness).
+func harnessOf(r *factory.Run, env Environment) string {
+	if r.Setup != nil && r.Setup.Harness != nil && r.Setup.Harness.Type != "" {
+		return r.Setup.Harness.Type
+	}
+	return env.Harness
+}
+
 // turnOf builds a turn of a run, once, from the store: what every host
 // runs it from. A granted secret that cannot be read, or a file of the
 // run's that is missing, ends the turn before it starts (ok false, with
@@ -23,7 +32,17 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 	kind, command, permissions, _ := runtime.Describe(env.Executor)
 	t := &runtime.Turn{RunID: r.ID, Attempt: r.Current.Attempt, Number: r.Turns, Prompt: r.Prompt, FollowUp: r.Current.FollowUp,
 		Executor: kind, Command: command, Permissions: permissions, IdleTimeout: m.idleTimeout(r), Timeout: env.Timeout,
-		MCPServers: mcpServers(r), Dir: m.RunDir(r.ID), RunAs: env.RunAs, Worker: r.Worker}
+		MCPServers: mcpServers(r), Dir: m.RunDir(r.ID), RunAs: env.RunAs, Worker: r.Worker, Session: r.AgentSession}
+	if r.Setup != nil && r.Setup.Permissions != "" {
+		t.Permissions = r.Setup.Permissions // the agent's, over its environment's
+	}
+	id, attempt := r.ID, r.Current.Attempt
+	t.Approve = func(ctx context.Context, req runtime.ApprovalRequest) (runtime.ApprovalAnswer, error) {
+		return m.Approve(ctx, id, attempt, req)
+	}
+	if res, ok := m.budgetLeft(r, t); !ok {
+		return nil, res, false
+	}
 	if t.Worker == "" || t.Worker == legacyLocalWorker {
 		t.Worker = workerHost(r)
 	}
@@ -42,6 +61,13 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 		}
 		t.Env = append(t.Env, extra...)
 	}
+	if h := harnessOf(r, env); h != "" && m.cfg.HarnessSetup != nil {
+		vars, home, fail := m.cfg.HarnessSetup(r, h)
+		if fail != nil {
+			return nil, *fail, false
+		}
+		t.Env, t.HomeFiles = append(t.Env, vars...), home
+	}
 	if res, ok := m.repositories(r, t); !ok {
 		return nil, res, false
 	}
@@ -55,6 +81,27 @@ func (m *Manager) turnOf(r *factory.Run) (*runtime.Turn, runtime.Result, bool) {
 		}
 	}
 	return t, runtime.Result{}, true
+}
+
+// budgetLeft gives the turn what the run's budget leaves of its time; a
+// run whose budget is spent already ends FAILED, budget_exceeded, before
+// its agent starts.
+func (m *Manager) budgetLeft(r *factory.Run, t *runtime.Turn) (runtime.Result, bool) {
+	if r.Setup == nil || r.Setup.Budget == nil {
+		return runtime.Result{}, true
+	}
+	b := r.Setup.Budget
+	if e := b.Exceeded(r.Spent, 0); e != nil {
+		m.budgetEvent(r.ID, e)
+		return runtime.Result{State: factory.StateFailed, Code: runtime.CodeBudgetExceeded, Message: e.Message()}, false
+	}
+	if d := b.Duration(); d > 0 {
+		t.BudgetTime = d
+		if r.Spent != nil {
+			t.BudgetTime -= r.Spent.AgentTime
+		}
+	}
+	return runtime.Result{}, true
 }
 
 // repositories gives the turn its run's repositories: what to clone,

@@ -76,6 +76,7 @@ func (m *Manager) begin(id string, here bool) (r *factory.Run, follow bool, err 
 			}
 		}
 		r.UpdatedAt, r.Current.Remote = now, !here
+		r.Exceeded = nil // the budget is looked at again, at the turn's start and its model calls
 		if here {
 			if err := r.MoveTo(factory.StateClaimed); err != nil {
 				return err
@@ -177,6 +178,7 @@ func (m *Manager) started(id, attempt string, e runtime.Event) {
 		if r.StartedAt == nil {
 			r.StartedAt = &now
 		}
+		r.Current.Started = &now
 		r.UpdatedAt, r.Process, changed = now, proc, true
 		b.AddRunEvent(r, factory.RunEvent{Time: now, Kind: "started", State: factory.StateInProgress, Message: r.Current.FollowUp})
 		return nil
@@ -262,7 +264,9 @@ func (m *Manager) finish(id, attempt string, res runtime.Result, retryable bool)
 			return store.ErrNoChange
 		}
 		if !inFlight(r) {
-			m.collectArtifacts(r, b, res.Links, time.Now().UTC())
+			now := time.Now().UTC()
+			m.collectArtifacts(r, b, res.Links, now)
+			m.closeTurn(r, b, res, now)
 			r.Process, r.Current = nil, nil
 			return nil
 		}
@@ -300,6 +304,8 @@ func inFlight(r *factory.Run) bool {
 		return true
 	case factory.StateQueued:
 		return r.Current != nil && r.Current.Remote
+	case factory.StateBlocked:
+		return r.Approving() // waiting for a person, its turn still live
 	}
 	return false
 }
@@ -317,9 +323,15 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res runtime.Result, retr
 		// waits for the answer, which comes as a follow-up.
 		res.State, res.Message = factory.StateBlocked, "waiting for a person's answer: "+a.Question
 	}
+	if e := r.Exceeded; e != nil && res.State != factory.StateError {
+		// The gateway refused a model call past the budget: however the
+		// agent took it, the run ran out of its budget.
+		res.State, res.Code, res.Message = factory.StateFailed, runtime.CodeBudgetExceeded, e.Message()
+	}
 	if err := moveToEnd(r, &res); err != nil {
 		return false, err
 	}
+	m.closeTurn(r, b, res, now)
 	r.UpdatedAt, r.FinishedAt = now, &now
 	r.Process, r.Current = nil, nil // no turn is in flight any more
 	r.StatusMessage = &factory.StatusMessage{Message: res.Message, Retryable: retryable, ErrorCode: res.Code}
@@ -342,11 +354,11 @@ func (m *Manager) ended(r *factory.Run, b *store.Batch, res runtime.Result, retr
 
 // moveToEnd moves a run in flight to the state its turn ended in. A turn
 // whose agent ran to an end (SUCCEEDED, BLOCKED) when its start was not
-// heard passes through INPROGRESS; an end the table does not allow from
+// heard, or while it waited for an approval, passes through INPROGRESS; an end the table does not allow from
 // where the run is (an agent's success before any worker took the turn)
 // is recorded as ERROR, saying so.
 func moveToEnd(r *factory.Run, res *runtime.Result) error {
-	if r.State == factory.StateClaimed && (res.State == factory.StateSucceeded || res.State == factory.StateBlocked) {
+	if (r.State == factory.StateClaimed || r.State == factory.StateBlocked) && (res.State == factory.StateSucceeded || res.State == factory.StateBlocked) {
 		if err := r.MoveTo(factory.StateInProgress); err != nil {
 			return err
 		}

@@ -9,14 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"factory"
@@ -26,32 +20,38 @@ import (
 
 // ACPExecutor runs a turn as one Agent Client Protocol session with the
 // environment's agent (JSON-RPC over stdio: initialize, session/new with
-// the workspace as cwd, session/prompt, streamed session/update,
-// session/cancel). Gemini CLI speaks it natively; Claude Code and Codex
-// through their ACP adapters. Each turn is a new process: a follow-up to a
-// finished run is a new session whose prompt carries the history.
+// the workspace as cwd, or session/load of the run's session on a
+// follow-up when the agent offers it, session/prompt, streamed
+// session/update, session/cancel). Gemini CLI speaks it natively; Claude
+// Code and Codex through their ACP adapters. Each turn is a process of its
+// own, ended gracefully (docs/spec/harnesses.md, "Ending a turn").
 type ACPExecutor struct {
 	Command []string
-	// Grace is how long a cancelled agent has to end its turn before its
-	// process group is killed (default 10 s).
+	// Grace is how long a cancelled agent has to end its turn before it
+	// is ended (default 10 s).
 	Grace time.Duration
-	// Permissions answers the agent's permission requests: "allow"
-	// (default) or "deny".
+	// Permissions answers the agent's permission requests when the turn
+	// names no policy: "allow" (default), "deny" or "ask".
 	Permissions string
 	// InitTimeout bounds the answer to initialize (default 30 s).
 	InitTimeout time.Duration
+	// ExitGrace and KillGrace are how the agent is ended after its turn:
+	// its stdin closed, ExitGrace to exit, then SIGTERM to what is left of
+	// the turn and SIGKILL after KillGrace (defaults ExitGrace and
+	// KillGrace).
+	ExitGrace, KillGrace time.Duration
 }
 
 // Run runs one turn: start the agent, the handshake (initialize, then
-// session/new), then the prompt, supervised until the agent ends its turn
-// or the turn is stopped.
+// session/load or session/new), then the prompt, supervised until the
+// agent ends its turn or the turn is stopped; then the agent is ended.
 func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Result {
 	if len(e.Command) == 0 {
 		return Result{State: factory.StateError, Message: "the environment has no command"}
 	}
 	cmd := exec.Command(e.Command[0], e.Command[1:]...)
 	cmd.Dir = t.Workspace()
-	cmd.Env = agentEnv(t, "FACTORY_RUN_ID="+t.RunID)
+	cmd.Env = agentEnv(t, RunMarker(t.RunID))
 	toAgent, err := cmd.StdinPipe()
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
@@ -60,11 +60,16 @@ func (e *ACPExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resul
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
+	if t.RunID != "" {
+		proc.marker = RunMarker(t.RunID)
+	}
 	defer proc.close()
 	var waitErr error
 	exited := waitExit(proc, &waitErr)
-	return e.Drive(ctx, t, &AgentStream{Stdin: toAgent, Stdout: proc.stdout, Stderr: proc.stderr, Exited: exited,
+	res := e.Drive(ctx, t, &AgentStream{Stdin: toAgent, Stdout: proc.stdout, Stderr: proc.stderr, Exited: exited,
 		ExitErr: func() error { return waitErr }}, events)
+	proc.end(toAgent, cmp.Or(e.ExitGrace, ExitGrace), cmp.Or(e.KillGrace, KillGrace))
+	return res
 }
 
 // AgentStream is a started ACP agent as Drive needs it: the protocol on
@@ -95,15 +100,10 @@ func (e *ACPExecutor) Drive(ctx context.Context, t Turn, agent *AgentStream, eve
 	if err != nil {
 		return Result{State: factory.StateError, Message: "the workspace: " + err.Error()}
 	}
-	s := &acpTurn{ctx: ctx, t: t, agent: agent, grace: e.Grace, initTimeout: e.InitTimeout,
+	policy := cmp.Or(t.Permissions, e.Permissions, PermissionsAllow)
+	s := &acpTurn{ctx: ctx, t: t, agent: agent, grace: cmp.Or(e.Grace, 10*time.Second), initTimeout: cmp.Or(e.InitTimeout, 30*time.Second),
 		cl: &acpClient{workspace: t.Workspace(), agentWorkspace: agent.Workspace, ws: ws, events: events, activity: make(chan struct{}, 1),
-			allow: e.Permissions != "deny"}}
-	if s.grace == 0 {
-		s.grace = 10 * time.Second
-	}
-	if s.initTimeout == 0 {
-		s.initTimeout = 30 * time.Second
-	}
+			policy: policy, approve: t.Approve, ctx: ctx, idle: t.IdleTimeout}}
 	s.exited = agent.Exited
 	// The connection's own diagnostics (a closed pipe at every turn's end)
 	// are not the server's news: what matters reaches the run's result.
@@ -119,6 +119,7 @@ func (e *ACPExecutor) Drive(ctx context.Context, t Turn, agent *AgentStream, eve
 	}
 	res := s.prompt()
 	res.Links = s.cl.takeLinks()
+	res.Session = string(s.session)
 	return res
 }
 
@@ -131,6 +132,13 @@ type acpTurn struct {
 	cl                 *acpClient
 	grace, initTimeout time.Duration
 	session            acp.SessionId
+	// canLoad says the agent offers session/load; loaded that the turn
+	// goes on in the run's session (its prompt is the follow-up alone).
+	canLoad, loaded bool
+	// stopped says the server asked the agent to end the turn
+	// (session/cancel): a cancelled stop is then the server's, not the
+	// agent's.
+	stopped bool
 
 	exited <-chan struct{} // closed when the agent's process has exited
 }
@@ -179,20 +187,28 @@ func (s *acpTurn) call(f func(context.Context) error) (err error, gone bool) {
 	}
 }
 
-// handshake initializes the agent and opens a session in the workspace.
-// ok is false when the turn ended there, with res saying how.
+// handshake initializes the agent and opens the turn's session: the run's
+// session loaded (session/load) when the turn has one and the agent offers
+// it, else a new one in the workspace. A session that does not load is
+// said on the timeline, and a new one opened. ok is false when the turn
+// ended there, with res saying how.
 func (s *acpTurn) handshake() (res Result, ok bool) {
 	steps := []struct {
 		what string // "the agent <what>: <error>"
 		call func(context.Context) error
 	}{
 		{"failed initialize", func(c context.Context) error {
-			_, err := s.conn.Initialize(c, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
+			r, err := s.conn.Initialize(c, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 				ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}})
+			s.canLoad = r.AgentCapabilities.LoadSession
 			return err
 		}},
+		{"could not load its session", s.load},
 		{"could not open a session", func(c context.Context) error {
-			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: cmp.Or(s.agent.Workspace, s.t.Workspace()), McpServers: mcpServers(s.t.MCPServers)})
+			if s.loaded {
+				return nil
+			}
+			r, err := s.conn.NewSession(c, acp.NewSessionRequest{Cwd: s.cwd(), McpServers: mcpServers(s.t.MCPServers)})
 			s.session = r.SessionId
 			return err
 		}},
@@ -206,6 +222,8 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 			return s.result(stoppedBy(s.ctx)), false
 		case i == 0 && errors.Is(err, context.DeadlineExceeded):
 			return s.result(factory.StateError, fmt.Sprintf("the agent did not answer initialize within %s", s.initTimeout)), false
+		case i == 1 && err != nil:
+			s.cl.say(fmt.Sprintf("[session] the agent could not load session %s (%v): a new session carries the conversation", s.t.Session, err))
 		case err != nil:
 			return s.result(factory.StateError, fmt.Sprintf("the agent %s: %v", step.what, err)), false
 		}
@@ -213,20 +231,46 @@ func (s *acpTurn) handshake() (res Result, ok bool) {
 	return Result{}, true
 }
 
-// prompt sends the turn's prompt (with the follow-up of a continued run)
-// and supervises the turn until it ends.
-func (s *acpTurn) prompt() Result {
-	prompt := s.t.Prompt
-	if s.t.FollowUp != "" {
-		prompt += "\n\n---\nThe run continues. Follow-up from the user:\n" + s.t.FollowUp
+// cwd is the session's directory: the workspace as the agent sees it.
+func (s *acpTurn) cwd() string { return cmp.Or(s.agent.Workspace, s.t.Workspace()) }
+
+// load loads the run's session, when the turn has one and the agent
+// offers session/load. The agent replays the session's history as
+// updates: they are not the turn's news, and are not reported.
+func (s *acpTurn) load(c context.Context) error {
+	if s.t.Session == "" || !s.canLoad {
+		return nil
 	}
+	s.cl.setReplaying(true)
+	defer s.cl.setReplaying(false)
+	_, err := s.conn.LoadSession(c, acp.LoadSessionRequest{SessionId: acp.SessionId(s.t.Session), Cwd: s.cwd(), McpServers: mcpServers(s.t.MCPServers)})
+	if err == nil {
+		s.session, s.loaded = acp.SessionId(s.t.Session), true
+	}
+	return err
+}
+
+// promptText is what the turn asks: the follow-up alone in a loaded
+// session; else the run's prompt, with the follow-up of a continued run.
+func (s *acpTurn) promptText() string {
+	switch {
+	case s.loaded && s.t.FollowUp != "":
+		return s.t.FollowUp
+	case s.t.FollowUp != "":
+		return s.t.Prompt + "\n\n---\nThe run continues. Follow-up from the user:\n" + s.t.FollowUp
+	}
+	return s.t.Prompt
+}
+
+// prompt sends the turn's prompt and supervises the turn until it ends.
+func (s *acpTurn) prompt() Result {
 	promptCtx, stopPrompt := context.WithCancel(context.Background())
 	defer stopPrompt()
 	var resp acp.PromptResponse
 	var promptErr error
 	answered := make(chan struct{})
 	go func() {
-		resp, promptErr = s.conn.Prompt(promptCtx, acp.PromptRequest{SessionId: s.session, Prompt: []acp.ContentBlock{acp.TextBlock(prompt)}})
+		resp, promptErr = s.conn.Prompt(promptCtx, acp.PromptRequest{SessionId: s.session, Prompt: []acp.ContentBlock{acp.TextBlock(s.promptText())}})
 		close(answered)
 	}()
 	ended := make(chan struct{})
@@ -251,17 +295,12 @@ func (s *acpTurn) prompt() Result {
 			}
 			return s.result(factory.StateFailed, "the agent answered the prompt with an error: "+promptErr.Error())
 		}
-		switch resp.StopReason {
-		case acp.StopReasonEndTurn:
-			return s.result(factory.StateSucceeded, "the agent ended its turn")
-		case acp.StopReasonCancelled:
-			return s.result(factory.StateCancelled, "cancelled")
-		default:
-			return s.result(factory.StateFailed, fmt.Sprintf("the agent stopped: %s", resp.StopReason))
-		}
+		return s.stopReason(resp.StopReason)
 	}
-	// stop asks the agent to end the turn (session/cancel), then kills it.
+	// stop asks the agent to end the turn (session/cancel), and waits for
+	// its answer, its exit, or the grace period.
 	stop := func(state factory.RunState, msg string) Result {
+		s.stopped = true
 		_ = s.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: s.session})
 		select {
 		case <-answered:
@@ -273,235 +312,23 @@ func (s *acpTurn) prompt() Result {
 	return Supervise(s.ctx, s.t, s.cl.activity, ended, finish, stop)
 }
 
-// acpClient is the client side of a session: it turns the agent's updates
-// into status messages, answers permission requests by the environment's
-// policy, and lets the agent read and write files in the workspace only.
-type acpClient struct {
-	workspace      string
-	agentWorkspace string   // the workspace as the agent sees it, if elsewhere
-	ws             *os.Root // the workspace, opened once for the turn
-	events         func(Event)
-	activity       chan struct{}
-	allow          bool
-
-	mu       sync.Mutex
-	text     strings.Builder    // agent message text not yet ended by a newline
-	overlong bool               // the line in progress passed maxLine: its rest is dropped
-	links    []factory.Artifact // the resource links the agent sent, as artifacts
-}
-
-// maxServedFile bounds a file the agent reads through the client: a named
-// pipe or a device is refused, not waited on.
-const maxServedFile = 16 << 20
-
-// maxLinks bounds the links kept from one turn's messages.
-const maxLinks = 100
-
-// pullRequestURL matches the web address of a GitHub pull request or a
-// GitLab merge request.
-var pullRequestURL = regexp.MustCompile(`^https://[^/]+/.+/(pull|merge_requests)/[0-9]+/?$`)
-
-// link keeps a resource link the agent sent: a pull request's address is a
-// PULL_REQUEST, any other web address an EXTERNAL_REFERENCE. Links to
-// files (file://) are not artifacts: files are collected from the output
-// folder.
-func (c *acpClient) link(l *acp.ContentBlockResourceLink) {
-	u, err := url.Parse(l.Uri)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(l.Uri) > 2048 || len(c.links) >= maxLinks {
-		return
-	}
-	a := factory.Artifact{Type: factory.ArtifactExternalReference, Data: factory.ArtifactData{URL: l.Uri, ReferenceType: "link", Title: l.Name}}
-	if l.Title != nil {
-		a.Data.Title = *l.Title
-	}
-	if pullRequestURL.MatchString(l.Uri) {
-		a = factory.Artifact{Type: factory.ArtifactPullRequest, Data: factory.ArtifactData{URL: l.Uri}}
-	}
-	for _, have := range c.links {
-		if have.Data.URL == a.Data.URL {
-			return
+// stopReason is how a turn the agent ended ends: end_turn SUCCEEDED,
+// cancelled CANCELLED (FAILED, not_authorized, when the agent cancelled
+// it itself after a tool call was refused: its only refusal aborts the
+// turn), anything else FAILED.
+func (s *acpTurn) stopReason(r acp.StopReason) Result {
+	switch r {
+	case acp.StopReasonEndTurn:
+		return s.result(factory.StateSucceeded, "the agent ended its turn")
+	case acp.StopReasonCancelled:
+		if refused := s.cl.refusedCall(); refused != "" && !s.stopped {
+			res := s.result(factory.StateFailed, fmt.Sprintf("the agent ended its turn when %s was refused permission", refused))
+			res.Code = CodeNotAuthorized
+			return res
 		}
+		return s.result(factory.StateCancelled, "cancelled")
 	}
-	c.links = append(c.links, a)
-}
-
-// takeLinks hands over the links of the turn.
-func (c *acpClient) takeLinks() []factory.Artifact {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l := c.links
-	c.links = nil
-	return l
-}
-
-func (c *acpClient) touch() {
-	select {
-	case c.activity <- struct{}{}:
-	default:
-	}
-}
-
-func (c *acpClient) emit(msg string) {
-	if msg = strings.TrimSpace(msg); msg != "" {
-		c.events(Event{Time: time.Now().UTC(), Message: CutMessage(msg, maxLine)})
-	}
-}
-
-// addText takes a chunk of the agent's text: each line it ends is a
-// status message. What is held for a line's end is bounded: a line longer
-// than maxLine is reported cut, and the rest of it, up to its newline,
-// dropped (as an exec agent's over-long line is).
-func (c *acpClient) addText(chunk string) {
-	for chunk != "" {
-		line, rest, ended := strings.Cut(chunk, "\n")
-		chunk = rest
-		if !c.overlong {
-			c.text.WriteString(line[:min(len(line), maxLine+1-c.text.Len())])
-		}
-		switch {
-		case ended && c.overlong:
-			c.overlong = false
-		case ended:
-			c.emit(c.text.String())
-			c.text.Reset()
-		case c.text.Len() > maxLine:
-			c.emit(c.text.String())
-			c.text.Reset()
-			c.overlong = true
-		}
-	}
-}
-
-// flush emits agent text that did not end with a newline.
-func (c *acpClient) flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.emit(c.text.String())
-	c.text.Reset()
-}
-
-func (c *acpClient) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
-	c.touch()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u := n.Update
-	switch {
-	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
-		c.addText(u.AgentMessageChunk.Content.Text.Text)
-	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.ResourceLink != nil:
-		c.link(u.AgentMessageChunk.Content.ResourceLink)
-	case u.ToolCall != nil:
-		c.emit(fmt.Sprintf("[tool] %s (%s)", u.ToolCall.Title, u.ToolCall.Status))
-	case u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil:
-		c.emit(fmt.Sprintf("[tool] %s: %s", u.ToolCallUpdate.ToolCallId, *u.ToolCallUpdate.Status))
-	case u.Plan != nil:
-		var steps []string
-		for _, e := range u.Plan.Entries {
-			steps = append(steps, fmt.Sprintf("%s (%s)", e.Content, e.Status))
-		}
-		c.emit("[plan] " + strings.Join(steps, "; "))
-	}
-	return nil
-}
-
-func (c *acpClient) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	c.touch()
-	want := map[acp.PermissionOptionKind]bool{acp.PermissionOptionKindAllowOnce: c.allow, acp.PermissionOptionKindAllowAlways: c.allow,
-		acp.PermissionOptionKindRejectOnce: !c.allow, acp.PermissionOptionKindRejectAlways: !c.allow}
-	title := string(p.ToolCall.ToolCallId)
-	if p.ToolCall.Title != nil {
-		title = *p.ToolCall.Title
-	}
-	for _, o := range p.Options {
-		if want[o.Kind] {
-			c.mu.Lock()
-			c.emit(fmt.Sprintf("[permission] %s: %s (%s)", title, o.Name, o.Kind))
-			c.mu.Unlock()
-			return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}, nil
-		}
-	}
-	c.mu.Lock()
-	c.emit(fmt.Sprintf("[permission] %s: no option fits the environment's policy; cancelled", title))
-	c.mu.Unlock()
-	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
-}
-
-// inside turns a path the agent asks for into one relative to the
-// workspace, refusing any that lies outside it lexically. Symlinks are the
-// os.Root's to judge: it follows them only while they stay inside.
-func (c *acpClient) inside(path string) (string, error) {
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(c.workspace, path)
-	}
-	path = filepath.Clean(path)
-	bases := []string{filepath.Clean(c.workspace)}
-	if real, err := filepath.EvalSymlinks(c.workspace); err == nil {
-		bases = append(bases, real)
-	}
-	if c.agentWorkspace != "" {
-		bases = append(bases, filepath.Clean(c.agentWorkspace))
-	}
-	for _, base := range bases {
-		if rel, err := filepath.Rel(base, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return rel, nil
-		}
-	}
-	return "", fmt.Errorf("%s is outside the run's workspace", path)
-}
-
-// root is the workspace as an os.Root: every file operation through it
-// stays inside, whatever symlinks the agent made (in the last component
-// too, and dangling ones). It is the turn's, opened once; release is a
-// no-op then.
-func (c *acpClient) root() (root *os.Root, release func(), err error) {
-	if c.ws != nil {
-		return c.ws, func() {}, nil
-	}
-	root, err = os.OpenRoot(c.workspace)
-	if err != nil {
-		return nil, nil, err
-	}
-	return root, func() { root.Close() }, nil
-}
-
-func (c *acpClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	c.touch()
-	rel, err := c.inside(p.Path)
-	if err != nil {
-		return acp.ReadTextFileResponse{}, err
-	}
-	root, release, err := c.root()
-	if err != nil {
-		return acp.ReadTextFileResponse{}, err
-	}
-	defer release()
-	b, err := ReadRegular(root, rel, maxServedFile, false)
-	if err != nil {
-		return acp.ReadTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
-	}
-	return acp.ReadTextFileResponse{Content: string(b)}, nil
-}
-
-func (c *acpClient) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	c.touch()
-	rel, err := c.inside(p.Path)
-	if err != nil {
-		return acp.WriteTextFileResponse{}, err
-	}
-	root, release, err := c.root()
-	if err != nil {
-		return acp.WriteTextFileResponse{}, err
-	}
-	defer release()
-	if dir := filepath.Dir(rel); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return acp.WriteTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
-		}
-	}
-	if err := root.WriteFile(rel, []byte(p.Content), 0o644); err != nil {
-		return acp.WriteTextFileResponse{}, fmt.Errorf("%s: %w", p.Path, err)
-	}
-	return acp.WriteTextFileResponse{}, nil
+	return s.result(factory.StateFailed, fmt.Sprintf("the agent stopped: %s", r))
 }
 
 var errNoTerminals = errors.New("terminals are not offered to agents by this server")

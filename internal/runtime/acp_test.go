@@ -21,7 +21,7 @@ func demoAgent(t *testing.T) string { return testbin.Factory(t) }
 
 func acpTurn(t *testing.T, e *runtime.ACPExecutor, mod func(*runtime.Turn), cancelAfter string) (runtime.Result, *run, string) {
 	t.Helper()
-	tn := runtime.Turn{RunID: "run_acp", Prompt: "Triage the issue.\nMore detail.", Dir: t.TempDir()}
+	tn := runtime.Turn{RunID: factory.NewUID("run_"), Prompt: "Triage the issue.\nMore detail.", Dir: t.TempDir()}
 	dir := tn.Workspace()
 	os.MkdirAll(filepath.Join(dir, "attachments"), 0o755)
 	os.WriteFile(filepath.Join(dir, "attachments", "event-payload.json"), []byte(`{"a":1}`), 0o644)

@@ -33,7 +33,7 @@ func TestCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := f.Head("acme", "widgets", "main")
-	turn := runtime.Turn{RunID: "run_1", Number: 1, Prompt: "Fix it.", Dir: t.TempDir(), Env: []string{"GH_TOKEN=" + tok.Value},
+	turn := runtime.Turn{RunID: factory.NewUID("run_"), Number: 1, Prompt: "Fix it.", Dir: t.TempDir(), Env: []string{"GH_TOKEN=" + tok.Value},
 		Attachments: map[string][]byte{"event-payload.json": []byte(`{}`)},
 		Checkout: []runtime.Checkout{{Name: "github:acme/widgets", URL: f.CloneURL("acme", "widgets"), Ref: head, Branch: "factory/run_1",
 			TokenVar: "GH_TOKEN", User: "x-access-token"}}}

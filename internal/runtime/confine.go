@@ -16,7 +16,8 @@ import (
 // (workspace, output, home, temporary folder) read-write, the system's
 // folders and the agent's own program read-only, nothing else; Hidden are
 // never reached even below those (the data directory, credentials files),
-// ReadOnly are more paths the agent reads (an environment's).
+// ReadOnly are more paths the agent reads, even inside a hidden one (an
+// environment's readOnly, the harnesses installed in the data directory).
 type Confinement struct {
 	Hidden   []string
 	ReadOnly []string
@@ -36,7 +37,7 @@ func (t *Turn) policy(args []string) *confine.Policy {
 		return nil
 	}
 	p := &confine.Policy{ReadWrite: []string{t.Workspace(), t.OutputDir(), t.Home(), t.TmpDir()},
-		ReadOnly: append([]string{}, t.Confine.ReadOnly...), Hidden: t.Confine.Hidden}
+		Granted: t.Confine.ReadOnly, Hidden: t.Confine.Hidden}
 	for _, arg := range args {
 		for _, word := range strings.Fields(arg) {
 			word = strings.Trim(word, `"';&|()`)

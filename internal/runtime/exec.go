@@ -58,6 +58,9 @@ func (e *ExecExecutor) Run(ctx context.Context, t Turn, events func(Event)) Resu
 	if err != nil {
 		return Result{State: factory.StateError, Message: err.Error()}
 	}
+	if t.RunID != "" {
+		proc.marker = RunMarker(t.RunID)
+	}
 	defer proc.close()
 	stdout, stderr := proc.stdout, proc.stderr
 

@@ -20,6 +20,10 @@ func alive(pid int) bool { return testproc.Alive(pid) }
 
 func noneLeft(t *testing.T, dir string) { testproc.NoneLeft(t, dir) }
 
+// execRunID names the exec tests' runs: a run's ID of its own, as the
+// end of a turn kills every process that carries it.
+var execRunID = factory.NewUID("run_")
+
 type run struct {
 	mu     sync.Mutex
 	events []string
@@ -40,7 +44,7 @@ func (r *run) list() []string {
 func turn(t *testing.T, script string, mod func(*runtime.Turn)) (runtime.Result, *run, string) {
 	t.Helper()
 	dir := t.TempDir()
-	tn := runtime.Turn{RunID: "run_1", Prompt: "Fix the build.\n", Dir: dir}
+	tn := runtime.Turn{RunID: execRunID, Prompt: "Fix the build.\n", Dir: dir}
 	if err := os.MkdirAll(tn.Workspace(), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +76,7 @@ func TestExecSuccess(t *testing.T) {
 	if res.State != factory.StateSucceeded {
 		t.Fatalf("%+v", res)
 	}
-	want := []string{"got: Fix the build.", "id=run_1", "followup=also run the tests", "no newline at the end"}
+	want := []string{"got: Fix the build.", "id=" + execRunID, "followup=also run the tests", "no newline at the end"}
 	if fmt.Sprint(r.list()) != fmt.Sprint(want) {
 		t.Fatalf("events %q", r.list())
 	}
@@ -175,7 +179,7 @@ func TestAgentEnvironment(t *testing.T) {
 			t.Errorf("the agent's environment has %q:\n%s", leak, got)
 		}
 	}
-	for _, want := range []string{"GEMINI_API_KEY=granted", "FACTORY_RUN_ID=run_1", "LANG=C.UTF-8", "PATH="} {
+	for _, want := range []string{"GEMINI_API_KEY=granted", "FACTORY_RUN_ID=" + execRunID, "LANG=C.UTF-8", "PATH="} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the agent's environment lacks %q:\n%s", want, got)
 		}

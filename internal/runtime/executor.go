@@ -63,6 +63,16 @@ type Turn struct {
 	// before the setup commands (those not there yet); their tokens are in
 	// Env.
 	Checkout []Checkout `json:"checkout,omitempty"`
+	// Session is the ACP session of the run's previous turn: the turn
+	// loads it (session/load) when the agent offers that.
+	Session string `json:"session,omitempty"`
+	// HomeFiles are laid out in the run's own HOME (Home) before the
+	// agent starts, by path inside it: a harness's settings.
+	HomeFiles map[string][]byte `json:"home,omitempty"`
+	// BudgetTime is what the run's budget (maxDuration) leaves of its
+	// time: the turn ends FAILED, budget_exceeded, when it runs out. Zero
+	// means no budget.
+	BudgetTime time.Duration `json:"budget_time,omitempty"`
 
 	// Dir is the run's folder on the machine that runs the turn (its
 	// workspace, output and logs are in it); set by the host.
@@ -80,6 +90,9 @@ type Turn struct {
 	// ws is the workspace as LayOut opened and checked it: the turn's
 	// every file operation in it goes through this root.
 	ws *os.Root
+	// Approve, when set, puts a tool call to a person (permissions ask)
+	// and waits for the answer.
+	Approve Approver `json:"-"`
 }
 
 // Executors a turn names.
@@ -142,6 +155,9 @@ type Result struct {
 	// Dropped counts the status messages the turn's host dropped over the
 	// turn's bounds (a worker's: LimitOutput).
 	Dropped *Dropped `json:"dropped,omitempty"`
+	// Session is the ACP session the turn used: the run's next turn loads
+	// it.
+	Session string `json:"session,omitempty"`
 }
 
 // Error codes of runs (docs/spec/platform-api.md, Errors).
@@ -149,6 +165,7 @@ const (
 	CodeInternal              = "internal_error"
 	CodeAgentProcessFailed    = "agent_process_failed"
 	CodeInfrastructureTimeout = "infrastructure_timeout"
+	CodeBudgetExceeded        = "budget_exceeded"
 )
 
 // Executor runs turns. Run blocks until the turn ends; cancelling ctx
@@ -168,6 +185,14 @@ var (
 	// and a follow-up continues the run.
 	ErrInterrupted = errors.New("interrupted")
 )
+
+// StopError is a cause that ends a turn FAILED with a code of its own:
+// the run's budget ran out.
+type StopError struct {
+	Code, Message string
+}
+
+func (e *StopError) Error() string { return e.Message }
 
 // errShutdown and errInterrupted are the causes under their old names.
 var errShutdown, errInterrupted = ErrShutdown, ErrInterrupted

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -96,6 +98,9 @@ func LayOut(t *Turn) error {
 		if err := writeMissing(root, name, data, t.RunAs); err != nil {
 			return fmt.Errorf("attachment %s: %w", name, err)
 		}
+	}
+	if err := layOutHome(t); err != nil {
+		return err
 	}
 	for p, data := range t.Files {
 		if err := CheckSkillPath(p); err != nil {
@@ -268,4 +273,31 @@ func chown(p string, runAs *syscall.Credential) error {
 		return nil
 	}
 	return os.Lchown(p, int(runAs.Uid), int(runAs.Gid))
+}
+
+// layOutHome writes the turn's files of its HOME (a harness's settings),
+// each replacing what is there: the run's settings are the server's to
+// say, every turn.
+func layOutHome(t *Turn) error {
+	if len(t.HomeFiles) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(t.Home())
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, p := range slices.Sorted(maps.Keys(t.HomeFiles)) {
+		if path.Clean(p) != p || !filepath.IsLocal(p) {
+			return fmt.Errorf("home file %q is not a path inside the run's home", p)
+		}
+		if err := mkdirAll(root, path.Dir(p), t.RunAs); err != nil {
+			return err
+		}
+		_ = root.Remove(p) // a link the agent left there is replaced, not followed
+		if err := writeMissing(root, p, t.HomeFiles[p], t.RunAs); err != nil {
+			return fmt.Errorf("home file %s: %w", p, err)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // inheritedEnv are the variables of the server's environment that an agent
@@ -33,9 +34,10 @@ func agentEnv(t Turn, run ...string) []string {
 		// The server's HOME is out of a confined agent's reach: its run
 		// has a home and a temporary folder of its own.
 		env = append(env, "HOME="+t.Home(), "TMPDIR="+t.TmpDir())
-	case t.RunAs != nil:
-		// The server's HOME is not the agent user's to write.
-		env = append(env, "HOME="+t.Workspace())
+	case t.Dir != "":
+		// A HOME of the run's own: the agent's settings and sessions stay
+		// with the run, and nothing of the server's user's home is seen.
+		env = append(env, "HOME="+t.Home())
 	}
 	env = append(env, t.Env...)
 	env = append(env, gitEnv(t)...)
@@ -56,6 +58,9 @@ type agentProcess struct {
 	stderrDone chan struct{} // closed when stderr has been read to its end
 	exited     chan struct{} // closed when the process has exited
 	waitErr    error         // its exit error, once exited is closed
+	// marker is the environment entry of the turn's processes
+	// (RunMarker), "" when the turn names no run.
+	marker string
 }
 
 // startAgent starts cmd in a new process group and tells onStart (when
@@ -125,10 +130,24 @@ func (p *agentProcess) signal(sig syscall.Signal) {
 	syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
-// close makes sure no process of the group outlives the turn and releases
-// the pipes.
+// close makes sure no process of the turn outlives it (its group, and
+// every process of its tree: killTree) and releases the pipes.
 func (p *agentProcess) close() {
-	p.signal(syscall.SIGKILL)
+	killTree(p.cmd.Process.Pid, p.marker)
 	p.stdout.Close()
 	p.stderrR.Close()
+}
+
+// end ends the agent gracefully (docs/spec/harnesses.md): its stdin is
+// closed, it has exitGrace to exit by itself, then what is left of the
+// turn gets SIGTERM and, after killGrace, SIGKILL (endTree).
+func (p *agentProcess) end(stdin io.Closer, exitGrace, killGrace time.Duration) {
+	if stdin != nil {
+		_ = stdin.Close()
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(exitGrace):
+	}
+	endTree(p.cmd.Process.Pid, p.marker, killGrace)
 }

@@ -10,8 +10,11 @@ import (
 	"factory"
 )
 
-// procStat is what /proc/<pid>/stat says of a process that reap needs.
+// procStat is what /proc/<pid>/stat says of a process that reap and the
+// end of a turn need.
 type procStat struct {
+	state byte // R, S, D, Z, ...
+	ppid  int
 	pgrp  int
 	start uint64 // clock ticks after boot
 }
@@ -30,9 +33,10 @@ func readProcStat(pid int) (procStat, bool) {
 	if len(f) < 20 {
 		return procStat{}, false
 	}
+	ppid, err0 := strconv.Atoi(f[1])                // field 4
 	pgrp, err1 := strconv.Atoi(f[2])                // field 5
 	start, err2 := strconv.ParseUint(f[19], 10, 64) // field 22
-	return procStat{pgrp: pgrp, start: start}, err1 == nil && err2 == nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start}, err0 == nil && err1 == nil && err2 == nil
 }
 
 // ProcessOf is a started agent's process group as reap needs it: its

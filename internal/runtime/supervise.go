@@ -23,6 +23,12 @@ func Supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 		defer tm.Stop()
 		total = tm.C
 	}
+	var budget <-chan time.Time
+	if t.BudgetTime > 0 {
+		tm := time.NewTimer(t.BudgetTime)
+		defer tm.Stop()
+		budget = tm.C
+	}
 	idle := newTimer(t.IdleTimeout)
 	defer idle.Stop()
 	for {
@@ -32,7 +38,15 @@ func Supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 		case <-activity:
 			idle.Reset()
 		case <-ctx.Done():
-			return stop(stoppedBy(ctx))
+			res := stop(stoppedBy(ctx))
+			if code := StopCode(ctx); code != "" {
+				res.Code = code
+			}
+			return res
+		case <-budget:
+			res := stop(factory.StateFailed, fmt.Sprintf("the run's budget of time (maxDuration) ran out after %s", t.BudgetTime.Round(time.Second)))
+			res.Code = CodeBudgetExceeded
+			return res
 		case <-total:
 			res := stop(factory.StateFailed, fmt.Sprintf("the environment's timeout (%s) was reached", t.Timeout))
 			res.Code = CodeInfrastructureTimeout
@@ -51,12 +65,26 @@ func Supervise(ctx context.Context, t Turn, activity <-chan struct{}, ended <-ch
 func StoppedBy(ctx context.Context) (factory.RunState, string) { return stoppedBy(ctx) }
 
 // stoppedBy is how a turn whose context was cancelled ends: BLOCKED by an
-// interrupt, else CANCELLED.
+// interrupt, FAILED by a StopError (with its code: StopCode), else
+// CANCELLED.
 func stoppedBy(ctx context.Context) (factory.RunState, string) {
-	if errors.Is(context.Cause(ctx), errInterrupted) {
+	var se *StopError
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errInterrupted):
 		return factory.StateBlocked, "interrupted: the run waits for a follow-up to continue"
+	case errors.As(cause, &se):
+		return factory.StateFailed, se.Message
 	}
 	return factory.StateCancelled, "cancelled"
+}
+
+// StopCode is the error code of a turn stopped by a StopError, else "".
+func StopCode(ctx context.Context) string {
+	var se *StopError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.Code
+	}
+	return ""
 }
 
 // waitExit is the agent's exit: the returned channel is closed when it has

@@ -132,4 +132,4 @@ func ExecFrom(m map[string]any) *factory.ExecSettings {
 }
 
 // ExecKeys are the execution settings' keys.
-var ExecKeys = []string{"model", "harness", "runner", "environmentId", "secrets", "mcpServers", "workerHost"}
+var ExecKeys = []string{"model", "harness", "runner", "environmentId", "secrets", "mcpServers", "workerHost", "budget"}

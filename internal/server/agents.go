@@ -49,6 +49,7 @@ func (s *Server) agentRoutes(mux *routes) {
 	mux.Handle("POST /v1/agent/runs/{runId}/followups", runs(s.followUp))
 	mux.Handle("POST /v1/agent/runs/{runId}/cancel", runs(s.cancelRun))
 	mux.Handle("POST /v1/agent/runs/{runId}/interrupt", runs(s.interruptRun))
+	mux.Handle("POST /v1/agent/runs/{runId}/approvals/{itemUid}", runs(s.answerApproval))
 	mux.Handle("GET /v1/agent/runs/{runId}/conversation", readRuns(s.runConversation))
 	mux.Handle("POST /v1/factories/{uid}/runs", runs(s.createFactoryRun))
 	mux.Handle("GET /v1/agent/environments", readRuns(s.listEnvironments))
@@ -729,6 +730,24 @@ func runStateNames() string {
 // creatorSecrets are the secrets of an API key's person's own code host
 // tokens, by host.
 func creatorSecrets(key *factory.APIKey) map[string]string { return key.CreatorSecrets() }
+
+// answerApproval is POST /v1/agent/runs/{id}/approvals/{item uid}
+// {option_id}: a person answers a tool call the run's agent waits on
+// (permissions ask) with one of the options the agent offered.
+func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		OptionID string `json:"option_id"`
+	}
+	if _, err := readJSON(r, 4<<10, &q); err != nil {
+		return err
+	}
+	it, err := s.runs.AnswerApproval(r.Context(), r.PathValue("runId"), r.PathValue("itemUid"), q.OptionID, apiKeyCreator(callerKey(r)))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, it.Wire(callerKey(r).Prefix, factory.StageTriage, ""))
+	return nil
+}
 
 // apiKeyCreator is who a key's runs are created by.
 func apiKeyCreator(key *factory.APIKey) *factory.Creator { return key.Creator() }

@@ -12,6 +12,7 @@ import (
 
 	"factory"
 	"factory/internal/backup"
+	"factory/internal/gateway"
 	"factory/internal/schema"
 )
 
@@ -27,7 +28,9 @@ type FileConfig struct {
 	Environments json.RawMessage `json:"environments,omitempty"`
 	Backups      *BackupsConfig  `json:"backups,omitempty"`
 	// CodeHosts are the code hosts runs reach (docs/codehosts.md).
-	CodeHosts  *CodeHosts `json:"codeHosts,omitempty"`
+	CodeHosts *CodeHosts `json:"codeHosts,omitempty"`
+	// Gateway is the model gateway's (docs/harnesses.md).
+	Gateway    *GatewayConfig `json:"gateway,omitempty"`
 	Networking struct {
 		EgressRanges []string `json:"egressRanges,omitempty"`
 	} `json:"networking"`
@@ -92,6 +95,21 @@ func (c *NotificationsConfig) Networks() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// GatewayConfig is the model gateway's configuration: the address agents
+// reach the server at, each provider's API and key, the prices.
+type GatewayConfig struct {
+	URL       string                     `json:"url,omitempty"`
+	Providers map[string]GatewayProvider `json:"providers,omitempty"`
+	Prices    gateway.Prices             `json:"prices,omitempty"`
+}
+
+// GatewayProvider is a provider's API (default: its public one) and the
+// managed secret holding its key.
+type GatewayProvider struct {
+	URL       string `json:"url,omitempty"`
+	KeySecret string `json:"keySecret,omitempty"`
 }
 
 // BackupsConfig is the configuration's schedule of backups

@@ -27,6 +27,9 @@ type metrics struct {
 	applied  *prometheus.GaugeVec
 
 	refusals     *prometheus.CounterVec
+	modelCalls   *prometheus.CounterVec
+	modelTokens  *prometheus.CounterVec
+	modelCost    *prometheus.CounterVec
 	runsStarted  prometheus.Counter
 	runsEnded    *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
@@ -74,7 +77,9 @@ func newMetrics() *metrics {
 		Name: "factory_refusals_total",
 		Help: "Requests refused at the push receiver (door push) and the dashboard's sign-in (door signin), by reason; logged one by one only up to a budget a minute.",
 	}, []string{"door", "reason"})
+	m.modelMetrics()
 	m.reg.MustRegister(m.syncs, m.duration, m.ready, m.revision, m.applied, m.runsStarted, m.runsEnded, m.httpDuration, m.refusals,
+		m.modelCalls, m.modelTokens, m.modelCost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -180,3 +185,41 @@ func (w *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the connection's writer: a
 // stream (Server-Sent Events) flushes through it.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// modelMetrics are the model gateway's: calls, tokens and cost, by factory,
+// agent and model (docs/harnesses.md).
+func (m *metrics) modelMetrics() {
+	m.modelCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_model_calls_total",
+		Help: "Model calls through the gateway by factory, agent, provider, model and HTTP status (the gateway's own refusals included).",
+	}, []string{"factory", "agent", "provider", "model", "status"})
+	m.modelTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_model_tokens_total",
+		Help: "Tokens of model calls through the gateway, as the providers reported them, by factory, agent, model and category (input, cached_input, output).",
+	}, []string{"factory", "agent", "model", "category"})
+	m.modelCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "factory_model_cost_usd_total",
+		Help: "The cost of model calls through the gateway by the configured prices (models without a price add nothing), by factory, agent and model.",
+	}, []string{"factory", "agent", "model"})
+}
+
+// ObserveModelCall counts a model call of a run's agent (the gateway's).
+func (s *Server) ObserveModelCall(r *factory.Run, c *factory.ModelCall) {
+	if s == nil || r == nil {
+		return
+	}
+	agent := ""
+	if r.Setup != nil {
+		agent = r.Setup.Agent
+	}
+	fac := r.FactoryUID
+	s.metrics.modelCalls.WithLabelValues(fac, agent, c.Provider, c.Model, strconv.Itoa(c.Status)).Inc()
+	for cat, n := range map[string]int64{factory.TokensInput: c.InputTokens, factory.TokensCachedInput: c.CachedTokens, factory.TokensOutput: c.OutputTokens} {
+		if n > 0 {
+			s.metrics.modelTokens.WithLabelValues(fac, agent, c.Model, cat).Add(float64(n))
+		}
+	}
+	if c.CostUSD != nil {
+		s.metrics.modelCost.WithLabelValues(fac, agent, c.Model).Add(*c.CostUSD)
+	}
+}

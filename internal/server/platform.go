@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
+	"time"
 
 	"factory"
 	"factory/internal/store"
@@ -127,19 +129,43 @@ func (s *Server) egressRanges(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// harnessUsage is GET /v1/agent/runs/{id}/harness-usage: this server keeps
-// no raw usage snapshot of a harness (what a run consumed, when its
-// harness reports it, is the run's request_usage), so the answer says
-// none is available, as the platform does for a run without one.
+// harnessUsage is GET /v1/agent/runs/{id}/harness-usage: what the run's
+// agent consumed through the model gateway (docs/harnesses.md): its
+// tokens and cost by model, its budget and what it spent, and its model
+// calls (the newest maxUsageCalls). available is false until it made one;
+// age_seconds is how long ago its last call was.
 func (s *Server) harnessUsage(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.runOf(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"available": false, "run_id": run.ID, "conversation_id": run.Conversation(),
-		"age_seconds": nil})
+	calls, err := s.store.ModelCalls(run.ID)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"available": len(calls) > 0, "run_id": run.ID, "conversation_id": run.Conversation(), "age_seconds": nil}
+	if len(calls) == 0 {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	if sp := run.Spent; sp != nil && sp.LastCall != nil {
+		out["age_seconds"] = math.Round(time.Since(*sp.LastCall).Seconds()*1000) / 1000
+	}
+	calls = calls[max(0, len(calls)-maxUsageCalls):]
+	usage := map[string]any{"request_usage": run.Usage, "calls": calls, "spent": run.Spent}
+	if run.Setup != nil && run.Setup.Budget != nil {
+		usage["budget"] = run.Setup.Budget
+	}
+	if run.Exceeded != nil {
+		usage["budget_exceeded"] = run.Exceeded
+	}
+	out["usage"] = usage
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// maxUsageCalls bounds the model calls harness-usage lists.
+const maxUsageCalls = 1000
 
 // handoffAttachments is GET /v1/agent/runs/{id}/handoff/attachments: the
 // files the run's ended turns left (its FILE and SCREENSHOT artifacts),

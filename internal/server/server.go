@@ -94,6 +94,9 @@ type Config struct {
 	// Notify, when set, sends the run-status webhooks: its sender runs
 	// with the server, its delivery log is served under /v1/notifications.
 	Notify *Notifier
+	// Gateway, when set, is the model gateway (docs/harnesses.md), served
+	// at /v1/gateway/: it authenticates its callers by their run's token.
+	Gateway http.Handler
 }
 
 // Server serves the API and reconciles factories.
@@ -541,6 +544,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/factory/{uid}/runs", s.auth(s.needRuns(s.dispatch), factory.ScopeRuns))
 	mux.Handle("GET /v1/admin/factories/{name}/state", read(s.factoryState))
 	s.agentRoutes(mux)
+	if s.cfg.Gateway != nil {
+		for _, m := range []string{"GET", "HEAD", "POST"} {
+			mux.Handle(m+" /v1/gateway/{provider}/{rest...}", s.cfg.Gateway)
+		}
+	}
 	s.identityRoutes(mux)
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)

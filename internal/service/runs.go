@@ -115,6 +115,20 @@ func (s *Runs) Cancel(ctx context.Context, id string) (*factory.Run, error) {
 	return r, runError(err, id)
 }
 
+// AnswerApproval answers a tool call's approval of a run (permissions
+// ask) with one of the options its agent offered: the agent's session
+// goes on with it.
+func (s *Runs) AnswerApproval(ctx context.Context, runID, itemUID, optionID string, by *factory.Creator) (*factory.InboxItem, error) {
+	if optionID == "" {
+		return nil, factory.Errorf(factory.EINVALID, "option_id: required: one of the options the agent offered")
+	}
+	it, err := s.Manager.AnswerApproval(runID, itemUID, optionID, by)
+	if errors.Is(err, runs.ErrNotFound) {
+		return nil, factory.Errorf(factory.ENOTFOUND, "no run %s", runID)
+	}
+	return it, err
+}
+
 // runError is the domain error of the run manager's errors: the one place
 // they are named for callers.
 func runError(err error, id string) error {

@@ -258,11 +258,14 @@ func (s *Store) RunAttachment(runID, name string) ([]byte, error) {
 // its attempt. It returns how many runs were in progress and how many
 // queued.
 func (s *Store) DetachRuns() (inProgress, queued int, err error) {
-	live, err := s.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress)
+	live, err := s.RunsInState(factory.StateQueued, factory.StateClaimed, factory.StateInProgress, factory.StateBlocked)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, r := range live {
+		if r.State == factory.StateBlocked && !r.Approving() {
+			continue // between turns
+		}
 		if r.State == factory.StateQueued {
 			queued++
 		} else {

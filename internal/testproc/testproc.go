@@ -57,3 +57,45 @@ func Gone(t testing.TB, within time.Duration, pids ...int) {
 		}
 	}
 }
+
+// WithEnv are the live processes whose environment holds the entry
+// (FACTORY_RUN_ID=<run id>, say): how "no process of the run is left" is
+// checked, whatever session or parent a process has.
+func WithEnv(entry string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == entry && Alive(pid) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// NoneWithEnv fails when a process whose environment holds the entry is
+// still alive after within.
+func NoneWithEnv(t testing.TB, within time.Duration, entry string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := WithEnv(entry)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes with %s outlived their turn: %v", entry, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

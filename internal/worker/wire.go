@@ -27,6 +27,9 @@ const (
 	// ClaimsSubjects are every worker's claims, as the control plane
 	// hears them.
 	ClaimsSubjects = "factory.claims.*"
+	// ApprovalsSubjects are every worker's approvals (a tool call put to
+	// a person), as the control plane hears them.
+	ApprovalsSubjects = "factory.approvals.*"
 )
 
 // HostSubject is where the turns for one worker are offered.
@@ -43,6 +46,10 @@ func ControlSubject(id string) string { return "factory.control." + id }
 
 // ClaimSubject is where a worker claims the turns it took.
 func ClaimSubject(id string) string { return "factory.claims." + id }
+
+// ApprovalSubject is where a worker asks a person, through the control
+// plane, about a tool call of a turn it runs (permissions ask).
+func ApprovalSubject(id string) string { return "factory.approvals." + id }
 
 // InboxPrefix is a NATS user's own inbox: replies to it come there only.
 func InboxPrefix(id string) string { return "_INBOX_" + id }
@@ -114,6 +121,26 @@ type ClaimAnswer struct {
 	Retry bool `json:"retry,omitempty"`
 }
 
+// ApprovalAsk asks the control plane for a person's answer to a tool call
+// of a turn the worker runs. The control plane answers once it has it,
+// or, after a while, that it still waits (Pending): the worker asks again,
+// and the same request (its Key) finds the same inbox item, across a
+// restart of the control plane too.
+type ApprovalAsk struct {
+	RunID   string                  `json:"run_id"`
+	Attempt string                  `json:"attempt"`
+	Request runtime.ApprovalRequest `json:"request"`
+}
+
+// ApprovalReply is the control plane's answer to an ApprovalAsk: the
+// answer, or Pending (ask again), or why there will be none (the turn is
+// over).
+type ApprovalReply struct {
+	Answer  *runtime.ApprovalAnswer `json:"answer,omitempty"`
+	Pending bool                    `json:"pending,omitempty"`
+	Error   string                  `json:"error,omitempty"`
+}
+
 // Event is what a worker reports of a turn it claimed: started (its agent
 // runs), message, heartbeat (the lease renewed), done (with the result and
 // the files the agent left in its output folder).
@@ -163,6 +190,7 @@ func WorkerPermissions(id string) Permissions {
 			"$JS.ACK." + RunsStream + "." + HostConsumer(id) + ".>",
 			EventsSubject(id),
 			ClaimSubject(id),
+			ApprovalSubject(id),
 			// Its own object store: bind it, put files (chunks, then
 			// the meta), read a name's meta, purge a failed put's chunks.
 			"$JS.API.STREAM.INFO.OBJ_" + OutputsBucket(id),

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"factory"
 	"factory/internal/artifacts"
 	"factory/internal/docker"
+	"factory/internal/harness"
 	"factory/internal/runtime"
 
 	"github.com/nats-io/nats.go"
@@ -320,6 +322,9 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (res runtime.Result
 	t.Dir = filepath.Join(w.Dir, "runs", a.RunID)
 	t.Command = ownCommand(t.Command, w.Docker != nil)
 	t.RunAs = nil
+	t.Approve = w.approver(a)
+	// A harness's turn runs this worker's own install of it.
+	t.Env = append(t.Env, harness.DirEnv+"="+filepath.Join(w.Dir, "harnesses"))
 	// The turn's status messages within its bounds (the agent's flood
 	// stops here, not in the events stream); the rest are counted in its
 	// result.
@@ -343,7 +348,11 @@ func (w *Worker) execute(ctx context.Context, a *Assignment) (res runtime.Result
 		w.publish(Event{RunID: a.RunID, Attempt: a.Attempt, Kind: "started"})
 	}
 	if w.Docker == nil {
-		t.Confine = w.Confine
+		if t.Confine = w.Confine; t.Confine != nil {
+			// Its harness's programs, installed in the worker's folder.
+			t.Confine = &runtime.Confinement{Hidden: w.Confine.Hidden,
+				ReadOnly: append(slices.Clone(w.Confine.ReadOnly), filepath.Join(w.Dir, "harnesses"))}
+		}
 		return runtime.Here(ctx, t, runtime.ExecutorFor(&t), events), t.OutputDir()
 	}
 	defer t.Release()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"factory"
+	"factory/internal/runtime"
 	"factory/internal/store"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -139,6 +140,14 @@ func (cp *ControlPlane) Host() *Dispatcher { return cp.disp }
 func (cp *ControlPlane) SetOwner(owns func(runID, attempt string) bool) {
 	cp.disp.mu.Lock()
 	cp.disp.Owner = owns
+	cp.disp.mu.Unlock()
+}
+
+// SetApprove sets what puts the workers' tool calls to a person (the run
+// manager's ApproveFor): until then, each ask is answered Pending.
+func (cp *ControlPlane) SetApprove(approve func(ctx context.Context, worker, runID, attempt string, req runtime.ApprovalRequest) (runtime.ApprovalAnswer, error)) {
+	cp.disp.mu.Lock()
+	cp.disp.Approve = approve
 	cp.disp.mu.Unlock()
 }
 

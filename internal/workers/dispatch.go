@@ -43,6 +43,9 @@ type Dispatcher struct {
 	// attempt on the workers): events of a turn nobody follows are kept
 	// for it only when it is.
 	Owner func(runID, attempt string) bool
+	// Approve puts a tool call of a worker's turn to a person and waits
+	// for the answer until ctx ends (the run manager's ApproveFor).
+	Approve func(ctx context.Context, worker, runID, attempt string, req runtime.ApprovalRequest) (runtime.ApprovalAnswer, error)
 
 	mu      sync.Mutex
 	waiting map[string]*waiter  // by attempt
@@ -204,8 +207,52 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		cc.Stop()
 		return err
 	}
-	go func() { <-ctx.Done(); cc.Stop(); _ = sub.Unsubscribe() }()
+	asub, err := d.NC.Subscribe(worker.ApprovalsSubjects, func(m *nats.Msg) { go d.answerApproval(ctx, m) })
+	if err != nil {
+		cc.Stop()
+		_ = sub.Unsubscribe()
+		return err
+	}
+	go func() { <-ctx.Done(); cc.Stop(); _ = sub.Unsubscribe(); _ = asub.Unsubscribe() }()
 	return nil
+}
+
+// approvalWait is how long the control plane holds a worker's ask of a
+// person's answer before it answers Pending (the worker asks again within
+// its own bound, worker's approvalPoll).
+const approvalWait = 20 * time.Second
+
+// answerApproval answers a worker's ask of a person's answer to a tool
+// call (worker.ApprovalAsk), through the run manager: the answer, Pending
+// after approvalWait, or why there will be none. The asker is the subject
+// the ask came on: the manager checks it holds the run.
+func (d *Dispatcher) answerApproval(ctx context.Context, m *nats.Msg) {
+	name := strings.TrimPrefix(m.Subject, "factory.approvals.")
+	var ask worker.ApprovalAsk
+	var reply worker.ApprovalReply
+	d.mu.Lock()
+	approve := d.Approve
+	d.mu.Unlock()
+	switch err := json.Unmarshal(m.Data, &ask); {
+	case err != nil || ask.RunID == "" || ask.Attempt == "":
+		reply.Error = "not an approval"
+	case approve == nil:
+		reply.Pending = true // the control plane is starting: ask again
+	default:
+		wctx, cancel := context.WithTimeout(ctx, approvalWait)
+		ans, err := approve(wctx, name, ask.RunID, ask.Attempt, ask.Request)
+		cancel()
+		switch {
+		case err == nil:
+			reply.Answer = &ans
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			reply.Pending = true
+		default:
+			reply.Error = err.Error()
+		}
+	}
+	b, _ := json.Marshal(reply)
+	_ = m.Respond(b)
 }
 
 // answerClaim answers a worker's claim of a turn it took from the queue:
