@@ -71,7 +71,9 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		if bs != nil {
 			out["backups"] = bs
 		}
-		out["harnesses"] = a.harnessStatus()
+		if a.serverURL() == "" { // a server elsewhere has harnesses of its own
+			out["harnesses"] = a.harnessStatus()
+		}
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
@@ -88,8 +90,10 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	}
 	printWorkers(a.stdout, ws, natsURL)
 	printBackups(a.stdout, bs)
-	fmt.Fprintln(a.stdout)
-	printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
+	if a.serverURL() == "" {
+		fmt.Fprintln(a.stdout)
+		printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
+	}
 	return waitErr
 }
 
