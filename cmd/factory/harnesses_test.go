@@ -1,12 +1,17 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"factory"
+	"factory/internal/gateway"
 	"factory/internal/harness"
 	"factory/internal/runs"
+	"factory/internal/server"
 )
 
 // TestHarnessEnvironments: runtime.harnesses wins, then a configured
@@ -62,5 +67,54 @@ func fakeInstall(t *testing.T, root string, h harness.Harness) {
 	}
 	if err := os.WriteFile(prog, nil, 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestModelGatewayKeys: a harness whose provider has no key at the
+// gateway is a plan warning and a run that ends at once FAILED,
+// integration_not_configured; with a key (the provider's keySecret, or
+// the agent's harness.auth over it) the turn gets the gateway and the
+// run's token, never the key.
+func TestModelGatewayKeys(t *testing.T) {
+	secrets := map[string]string{"openai-key": "sk-openai-real", "own-key": "sk-own-real"}
+	g := &modelGateway{tokens: &gateway.Tokens{Key: []byte("k")}, url: "http://factory/v1/gateway", harnesses: "/data/harnesses",
+		secret: func(name string) ([]byte, error) {
+			if v, ok := secrets[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, errors.New("no such secret")
+		}}
+	codex := &factory.Harness{Type: "codex", Model: "gpt-5-codex"}
+	run := &factory.Run{ID: "run_1", Setup: &factory.RunSetup{Harness: codex}}
+	if p := g.problem(codex); !strings.Contains(p, "gateway.providers.openai.keySecret") {
+		t.Errorf("the plan warning: %q", p)
+	}
+	if _, _, fail := g.setup(run, "codex"); fail == nil || fail.Code != CodeIntegrationNotConfigured || fail.State != factory.StateFailed {
+		t.Fatalf("no key: %+v", fail)
+	}
+	if p := g.problem(&factory.Harness{Type: "oz"}); p != "" {
+		t.Errorf("oz needs no key: %q", p)
+	}
+
+	g.cfg.Providers = map[string]server.GatewayProvider{"openai": {KeySecret: "openai-key"}}
+	env, home, fail := g.setup(run, "codex")
+	if fail != nil || g.problem(codex) != "" {
+		t.Fatalf("with a key: %+v %q", fail, g.problem(codex))
+	}
+	joined := strings.Join(env, "\n") + string(home[".codex/config.toml"])
+	if !strings.Contains(joined, "OPENAI_API_KEY="+g.tokens.Mint("run_1")) || !strings.Contains(joined, "http://factory/v1/gateway/openai/v1") ||
+		!strings.Contains(joined, `model = "gpt-5-codex"`) || !strings.Contains(joined, HarnessesEnv+"=/data/harnesses") {
+		t.Errorf("the turn's setup:\n%s", joined)
+	}
+	if strings.Contains(joined, "sk-") {
+		t.Errorf("a key in the turn's setup:\n%s", joined)
+	}
+	if k, err := g.key(run, "openai"); err != nil || string(k) != "sk-openai-real" {
+		t.Errorf("the provider's key: %q %v", k, err)
+	}
+	own := &factory.Run{ID: "run_2", Setup: &factory.RunSetup{Harness: &factory.Harness{Type: "codex",
+		Auth: &factory.HarnessAuth{Source: "managedSecret", SecretName: "own-key"}}}}
+	if k, err := g.key(own, "openai"); err != nil || string(k) != "sk-own-real" {
+		t.Errorf("the agent's own key: %q %v", k, err)
 	}
 }

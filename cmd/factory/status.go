@@ -76,7 +76,9 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 		if iso != nil {
 			out["agents"] = iso
 		}
-		out["harnesses"] = a.harnessStatus()
+		if a.serverURL() == "" { // a server elsewhere has harnesses of its own
+			out["harnesses"] = a.harnessStatus()
+		}
 		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
@@ -94,8 +96,10 @@ func (a *app) status(cmd *cobra.Command, o *statusOpts) error {
 	printWorkers(a.stdout, ws, natsURL)
 	printBackups(a.stdout, bs)
 	printIsolation(a.stdout, iso)
-	fmt.Fprintln(a.stdout)
-	printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
+	if a.serverURL() == "" {
+		fmt.Fprintln(a.stdout)
+		printHarnesses(a.stdout, a.harnessesDir(), a.harnessStatus())
+	}
 	return waitErr
 }
 

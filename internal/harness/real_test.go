@@ -3,7 +3,6 @@ package harness_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -48,6 +47,26 @@ type realRig struct {
 	workspace string // the workspace of the run going on
 	outside   bool   // its file is written beside the workspace, not in it
 	command   string // its command
+
+	log lockedBuffer // the run manager's and the gateway's log
+}
+
+// lockedBuffer is a log written from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (rg *realRig) target() string {
@@ -100,7 +119,7 @@ func newRealRig(t *testing.T, name string) *realRig {
 		env, home := h.Setup(harness.Turn{Model: realModels[name], GatewayURL: gw.URL + "/v1/gateway/" + h.Provider, Token: tokens.Mint(r.ID)})
 		return env, home, nil
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewTextHandler(&rg.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rg.m = runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: name, Log: log, HarnessSetup: setup,
 		Environments: map[string]runs.Environment{name: {Executor: &runtime.ACPExecutor{Command: h.Command(root)}, Harness: name}}})
 	g := gateway.New(gateway.Config{Tokens: tokens, Runs: rg.m, Log: log,
@@ -180,8 +199,11 @@ func writeThenShell(target, command func() string) scripted.Script {
 // through the model gateway against the scripted model server: a file
 // written, a shell command run, the messages apart and in order, the
 // usage recorded equal to what the model server reported, the provider's
-// key nowhere the agent or a person sees; and a budget that stops a run
-// mid-way, FAILED budget_exceeded.
+// key nowhere the agent or a person sees (the run's files, its timeline,
+// the agent's processes' environments, the server's log); a follow-up
+// that loads the session; refusals (outside the workspace, deny); a
+// cancel during a command with nothing left; and a budget that stops a
+// run mid-way, FAILED budget_exceeded.
 func TestRealHarnesses(t *testing.T) {
 	for _, name := range harness.Names() {
 		t.Run(name, func(t *testing.T) {
@@ -213,6 +235,9 @@ func TestRealHarnesses(t *testing.T) {
 				checkFollowUpLoads(t, rg, got.ID)
 			}
 			checkNoKey(t, rg.store, got.ID, rg.m.RunDir(got.ID))
+			if strings.Contains(rg.log.String(), providerKey) {
+				t.Error("the provider's key is in the server's log")
+			}
 
 			// A budget of fewer tokens than two calls: the second is refused.
 			stopped := rg.run(t, "Write NOTES.md, then run a command.", runOpts{budget: &factory.Budget{MaxTokens: 150}})
@@ -293,6 +318,15 @@ func checkCancelDuringCommand(t *testing.T, rg *realRig) {
 		}
 	}
 	time.Sleep(2 * time.Second) // the command is running
+	running := processesOf(id)
+	if len(running) == 0 {
+		t.Error("no process of the run found while its command runs")
+	}
+	for _, env := range environsOf(id) {
+		if strings.Contains(env, providerKey) {
+			t.Error("the provider's key is in the environment of an agent's process")
+		}
+	}
 	if _, err := rg.m.Cancel(id); err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +343,19 @@ func checkCancelDuringCommand(t *testing.T, rg *realRig) {
 	if len(left) > 0 {
 		t.Errorf("processes of the run left 15 s after its cancel: %v", left)
 	}
+}
+
+// environsOf are the environments of the processes of the run.
+func environsOf(id string) []string {
+	var out []string
+	files, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains("\x00"+string(b), "\x00FACTORY_RUN_ID="+id+"\x00") {
+			out = append(out, string(b))
+		}
+	}
+	return out
 }
 
 // processesOf are the processes whose environment names the run.
