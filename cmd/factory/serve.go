@@ -168,7 +168,7 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		&reconciler.Applier{Store: s, Keyring: kr, Loader: &reconciler.Loader{}, Harness: func(h string) bool {
 			_, ok := runs.HarnessEnvironment(h)
 			return ok
-		}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }}, log)
+		}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }, SlackChannels: chats.SlackChannels}, log)
 	return srv.Run(cmd.Context(), ln)
 }
 

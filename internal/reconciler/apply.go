@@ -28,6 +28,9 @@ type Applier struct {
 	// trigger of a chat or tracker whose write-back neither they nor
 	// factory.yaml give credentials for is a plan warning.
 	Credentials func(factoryName string) map[string]factory.Credentials
+	// SlackChannels, when set, resolves the Slack channel names of the
+	// factory's triggers to IDs: a name the workspace lacks is a plan error.
+	SlackChannels ChannelLister
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

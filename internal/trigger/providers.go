@@ -150,7 +150,7 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 				key, t.Provider, keyList(p.keys), suggest(key, slices.Sorted(maps.Keys(p.keys))))})
 		case t.Provider == factory.ProviderSlack && key == "channels":
 			out = append(out, Problem{Pointer: "/filter/channels", Warning: true,
-				Message: "channels are matched against channel IDs (C0123456789): this server does not resolve Slack channel names; list IDs, or use channel_ids"})
+				Message: "channels are matched against channel IDs (C0123456789): names are resolved only with the factory's Slack bot token (botTokenSecret); else list IDs, or use channel_ids"})
 		case t.Provider == factory.ProviderGitHub && key == "paths" && t.Event != "push":
 			out = append(out, Problem{Pointer: "/filter/paths", Warning: true,
 				Message: fmt.Sprintf("paths never matches %s: a pull request's payload lists no files (only push events do)", t.Event)})
