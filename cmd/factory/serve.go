@@ -218,7 +218,8 @@ func serveApplier(s *store.Store, kr *secrets.Keyring, m *runs.Manager, chats *t
 	}, Isolation: func(h string) string {
 		env, _ := m.HarnessEnvironment(h)
 		return m.EnvironmentIsolation(env)
-	}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }, HarnessKey: mg.problem}
+	}, Credentials: func(name string) map[string]factory.Credentials { return chats.Configured[name] }, HarnessKey: mg.problem,
+		SlackChannels: chats.SlackChannels}
 }
 
 // serveStore opens the store for serve (migrating an older format, which

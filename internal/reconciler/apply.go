@@ -40,6 +40,9 @@ type Applier struct {
 	// its model (its provider has no key at the model gateway), "" when
 	// it can: a plan warning too.
 	HarnessKey func(h *factory.Harness) string
+	// SlackChannels, when set, resolves the Slack channel names of the
+	// factory's triggers to IDs: a name the workspace lacks is a plan error.
+	SlackChannels ChannelLister
 
 	mu   sync.Mutex
 	seen map[string]seen // factory → where its last sync ended

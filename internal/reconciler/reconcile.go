@@ -36,15 +36,15 @@ func (c *Checked) Strict() int {
 // when st is nil). It writes nothing. An error means the source could not
 // be read or the state could not be; problems in files are in the plan.
 func Check(ctx context.Context, src Source, name string, st StateReader) (*Checked, error) {
-	return check(ctx, nil, factory.ScheduleLimits{}.OrDefaults(), src, name, st)
+	return check(ctx, nil, factory.ScheduleLimits{}.OrDefaults(), src, name, st, nil)
 }
 
 // CheckWithin is Check with a server's schedule limits.
 func CheckWithin(ctx context.Context, lim factory.ScheduleLimits, src Source, name string, st StateReader) (*Checked, error) {
-	return check(ctx, nil, lim.OrDefaults(), src, name, st)
+	return check(ctx, nil, lim.OrDefaults(), src, name, st, nil)
 }
 
-func check(ctx context.Context, l *Loader, lim factory.ScheduleLimits, src Source, name string, st StateReader) (*Checked, error) {
+func check(ctx context.Context, l *Loader, lim factory.ScheduleLimits, src Source, name string, st StateReader, channels ChannelLister) (*Checked, error) {
 	snap, err := src.Fetch(ctx)
 	if err != nil {
 		return nil, err
@@ -56,6 +56,7 @@ func check(ctx context.Context, l *Loader, lim factory.ScheduleLimits, src Sourc
 		}
 	}
 	desired, ds := l.load(snap, lim)
+	ds = resolveChannels(ctx, desired, ds, name, channels)
 	p := MakePlan(name, desired, cur)
 	p.Diagnostics = append(p.Diagnostics, ds...)
 	p.Diagnostics.Sort()
@@ -94,7 +95,7 @@ func (a *Applier) Sync(ctx context.Context, name string, src Source) (*Checked, 
 	if a.unchanged(name, snap.Revision) {
 		return nil, Unchanged, nil
 	}
-	c, err := check(ctx, a.Loader, a.Loader.limits(), fixed{snap, src}, name, a.Store)
+	c, err := check(ctx, a.Loader, a.Loader.limits(), fixed{snap, src}, name, a.Store, a.SlackChannels)
 	if err != nil {
 		return nil, Failed, err
 	}

@@ -178,12 +178,23 @@ func (g *Registry) VerifyTeams(ctx context.Context, factoryName, authorization s
 	return v.Verify(ctx, authorization, app, a.ServiceURL, a.ChannelID)
 }
 
-// SlackChannels are the channels a factory's Slack token sees, ID by name.
-func (g *Registry) SlackChannels(ctx context.Context, factoryName string) (map[string]string, error) {
-	c := g.Credentials(factoryName, factory.IntegrationSlack)
+// listTimeout bounds the listing of a workspace's channels.
+const listTimeout = 30 * time.Second
+
+// SlackChannels are the channels a factory's Slack token sees, ID by name
+// (reconciler.ChannelLister): the token of the revision being synced (its
+// factory.yaml's Slack credentials, the server config's over them); nil,
+// nil when it names none.
+func (g *Registry) SlackChannels(ctx context.Context, factoryName string, fromFile factory.Credentials) (map[string]string, error) {
+	c := fromFile.Over(g.Configured[factoryName][factory.IntegrationSlack])
+	if c.BotTokenSecret == "" {
+		return nil, nil
+	}
 	tok, err := g.secret(factoryName, factory.IntegrationSlack, "botTokenSecret", c.BotTokenSecret)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	return slack.New(tok, g.APIs.SlackURL, g.HTTP).Channels(ctx)
 }

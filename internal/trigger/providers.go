@@ -150,7 +150,7 @@ func Check(t factory.Trigger, suggest func(got string, candidates []string) stri
 				key, t.Provider, keyList(p.keys), suggest(key, slices.Sorted(maps.Keys(p.keys))))})
 		case t.Provider == factory.ProviderSlack && key == "channels":
 			out = append(out, Problem{Pointer: "/filter/channels", Warning: true,
-				Message: "channels are matched against channel IDs (C0123456789): this server does not resolve Slack channel names; list IDs, or use channel_ids"})
+				Message: "channels are matched against channel IDs (C0123456789): names are resolved only with the factory's Slack bot token (botTokenSecret); else list IDs, or use channel_ids"})
 		case events != nil && !slices.Contains(events, t.Event):
 			out = append(out, Problem{Pointer: "/filter/" + key, Message: fmt.Sprintf("filter key %s does not apply to %s %s (it applies to %s)",
 				key, t.Provider, t.Event, strings.Join(events, ", "))})
