@@ -39,6 +39,9 @@ type Store struct {
 	// runLocks serialise the read-modify-writes of a run (UpdateRun),
 	// striped by run ID so that different runs do not wait for each other.
 	runLocks [64]sync.Mutex
+	// measure serialises the read-modify-writes of scores and benchmark
+	// runs (measure.go).
+	measure measureLocks
 }
 
 // Options change how a store is opened.
