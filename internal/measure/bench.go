@@ -130,6 +130,11 @@ func ConfigOf(id int, c map[string]any, agentUIDs map[string]string) factory.Ben
 			if uid == "" {
 				uid = agentUIDs[name]
 			}
+			for n, u := range agentUIDs {
+				if name == "" && u == uid {
+					name = n
+				}
+			}
 			model, harness, auth := modelHarness(am)
 			out.Agents = append(out.Agents, factory.BenchAgentConf{AgentUID: uid, AgentName: name, Model: model, Harness: harness, AuthSecret: auth})
 		}

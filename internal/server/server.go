@@ -25,6 +25,7 @@ import (
 	"factory/internal/backup"
 	"factory/internal/codehost"
 	"factory/internal/ingress"
+	"factory/internal/measure"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
 	"factory/internal/runs"
@@ -132,6 +133,9 @@ type Server struct {
 	foreman   *foreman.Foreman
 	mcp       http.Handler
 	listenURL atomic.Value
+	// measure scores, benchmarks and improves runs (nil without a run
+	// manager).
+	measure *measure.Service
 }
 
 // runner keeps one factory reconciled.
@@ -178,6 +182,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		if err := s.startForeman(); err != nil {
 			log.Error("starting the foreman: tasks, the inbox and the Factory MCP server are off", "err", err)
 		}
+		s.measure = measure.New(measure.Config{Store: applier.Store, Runs: cfg.Runs, Log: log})
 	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
@@ -296,10 +301,14 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 		}()
 	}
 	if s.cfg.Runs != nil {
-		wg.Add(2)
+		wg.Add(3)
 		go func() {
 			defer wg.Done()
 			s.sched.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.measure.Run(ctx)
 		}()
 		go func() {
 			defer wg.Done()
