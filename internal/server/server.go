@@ -288,10 +288,14 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 		first.Wait()
 		close(s.ready)
 	}()
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.sweep(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.foldMetrics(ctx)
 	}()
 	if s.cfg.Backups != nil {
 		wg.Add(1)
@@ -527,6 +531,7 @@ func (s *Server) Handler() http.Handler {
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)
 	s.measureRoutes(mux)
+	s.metricsRoutes(mux)
 	s.taskRoutes(mux)
 	s.mcpRoutes(mux)
 	mux.Handle("POST /v1/automations/{id}/test-filter", read(s.testFilter))

@@ -52,6 +52,7 @@ func (b *Batch) PutRun(r *factory.Run, prev *factory.Run) {
 	for k := range now {
 		b.putRaw(k, nil)
 	}
+	b.journalRun(r, prev)
 }
 
 // AddRunEvent appends to a run's timeline; r.Events numbers it.

@@ -42,6 +42,9 @@ type Store struct {
 	// measure serialises the read-modify-writes of scores and benchmark
 	// runs (measure.go).
 	measure measureLocks
+	// foldMu serialises FoldMetrics, the only writer of the metrics'
+	// rollups (metrics.go).
+	foldMu sync.Mutex
 }
 
 // Options change how a store is opened.
@@ -92,6 +95,12 @@ func open(dir string, o Options, opts *pebble.Options) (*Store, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if !o.readOnly {
+		if err := s.BackfillMetrics(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open store %s: the metrics' journal: %w", dir, err)
+		}
 	}
 	return s, nil
 }
