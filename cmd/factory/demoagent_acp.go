@@ -89,6 +89,19 @@ func promptText(blocks []acp.ContentBlock) *strings.Builder {
 	return &text
 }
 
+// demoAttachments lists the run's attachments with their sizes, by name.
+func demoAttachments(cwd string) []string {
+	var files []string
+	entries, _ := os.ReadDir(filepath.Join(cwd, "attachments"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			files = append(files, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
+		}
+	}
+	sort.Strings(files)
+	return files
+}
+
 func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	cancelled := make(chan struct{})
 	a.mu.Lock()
@@ -117,14 +130,7 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 	}
 	prompt, followUp, _ := strings.Cut(text.String(), followUpMarker)
 	runMCPScript(ctx, prompt, strings.TrimSpace(followUp), say)
-	var files []string
-	entries, _ := os.ReadDir(filepath.Join(cwd, "attachments"))
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil {
-			files = append(files, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
-		}
-	}
-	sort.Strings(files)
+	files := demoAttachments(cwd)
 	if !say("found %d attachment(s)", len(files)) {
 		return stop, nil
 	}

@@ -159,26 +159,32 @@ func sameTotals(got, want map[string]float64) bool {
 	return true
 }
 
-// TestMetricsAPI: the 7 endpoints of the metrics API over the world
-// above, each answer checked against the docs' fields and the figures
-// the runs make; a bad parameter is a 400, another factory's UID a 404.
-func TestMetricsAPI(t *testing.T) {
-	w := newMetricsWorld(t)
-	rng := func(kv ...string) url.Values {
-		q := url.Values{"start_date": {w.start}, "end_date": {w.end}}
-		for i := 0; i+1 < len(kv); i += 2 {
-			q.Add(kv[i], kv[i+1])
-		}
-		return q
+// metricsCase is a call of the metrics API and what its answer must be.
+type metricsCase struct {
+	name   string
+	path   string
+	q      url.Values
+	status int
+	check  func(out map[string]any) bool
+}
+
+// rng is the world's range, with more parameters.
+func (w *metricsWorld) rng(kv ...string) url.Values {
+	q := url.Values{"start_date": {w.start}, "end_date": {w.end}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Add(kv[i], kv[i+1])
 	}
-	twoDays := (48 * time.Hour).Seconds()
-	cases := []struct {
-		name   string
-		path   string
-		q      url.Values
-		status int
-		check  func(out map[string]any) bool
-	}{
+	return q
+}
+
+// twoDays is the first pull request's cycle time: its kickoff run was
+// created two days before the world's writes.
+var twoDays = (48 * time.Hour).Seconds()
+
+// runCases: productivity and the run breakdown.
+func (w *metricsWorld) runCases() []metricsCase {
+	rng := w.rng
+	return []metricsCase{
 		{"productivity", "/metrics", rng("group_by_period", "day"), 200, func(o map[string]any) bool {
 			return o["run_count"] == 4.0 && o["pr_count"] == 3.0 && o["merged_pr_count"] == 1.0 && o["factory_uid"] == w.uid &&
 				o["team_uid"] != nil && o["as_of"] != nil && len(o["period_list"].([]any)) == 4 && at(o, "period_list", 0) == w.days[0] &&
@@ -224,6 +230,13 @@ func TestMetricsAPI(t *testing.T) {
 			return sameTotals(groupTotals(o), map[string]float64{"claude": 2, "unknown": 2})
 		}},
 		{"run breakdown: no group_by", "/metrics/run-breakdown", rng(), 400, nil},
+	}
+}
+
+// spendCases: the cost breakdown and the cost per pull request.
+func (w *metricsWorld) spendCases() []metricsCase {
+	rng := w.rng
+	return []metricsCase{
 		{"spend by user: a tree to its root's creator", "/costs/breakdown", rng("group_by", "user", "group_by_period", "day"), 200, func(o map[string]any) bool {
 			return near(at(o, "total", "total"), 4.25, 1e-9) && near(at(o, "total", "inference"), 3.3, 1e-9) &&
 				near(at(o, "total", "compute"), 0.7, 1e-9) && near(at(o, "total", "platform"), 0.25, 1e-9) &&
@@ -258,6 +271,13 @@ func TestMetricsAPI(t *testing.T) {
 				at(o, "data", 0, "pr_number") == 1.0 && near(at(o, "data", 1, "dollars", "total"), 0.25, 1e-9) && !list
 		}},
 		{"costliest pull requests: limit 51", "/costs/per-pr/top", rng("limit", "51"), 400, nil},
+	}
+}
+
+// recordCases: the pull request list and the errors.
+func (w *metricsWorld) recordCases() []metricsCase {
+	rng := w.rng
+	return []metricsCase{
 		{"pull requests", "/pull-requests", nil, 200, func(o map[string]any) bool {
 			return len(o["pull_requests"].([]any)) == 3 && at(o, "page_info", "has_next_page") == false && o["factory_uid"] == w.uid
 		}},
@@ -281,6 +301,14 @@ func TestMetricsAPI(t *testing.T) {
 		{"a bad date", "/costs/per-pr", url.Values{"start_date": {"yesterday"}}, 400, nil},
 		{"more than 365 buckets", "/metrics", url.Values{"start_date": {"2020-01-01"}, "group_by_period": {"day"}}, 400, nil},
 	}
+}
+
+// TestMetricsAPI: the 7 endpoints of the metrics API over the world
+// above, each answer checked against the docs' fields and the figures
+// the runs make; a bad parameter is a 400, another factory's UID a 404.
+func TestMetricsAPI(t *testing.T) {
+	w := newMetricsWorld(t)
+	cases := append(append(w.runCases(), w.spendCases()...), w.recordCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			status, out := w.get(t, c.path, c.q)
