@@ -165,16 +165,31 @@ var errFoldDone = errors.New("fold done")
 const maxFold = 5000
 
 // FoldMetrics adds the pending journal entries into the rollups, a batch
-// at a time, until none is left.
+// at a time, until none is left. Each batch holds the fold's lock alone,
+// so that a query waits for one batch at most.
 func (s *Store) FoldMetrics() error {
-	s.foldMu.Lock()
-	defer s.foldMu.Unlock()
 	for {
+		s.foldMu.Lock()
 		n, err := s.foldBatch()
+		s.foldMu.Unlock()
 		if err != nil || n < maxFold {
 			return err
 		}
 	}
+}
+
+// foldForQuery folds one batch of what is pending before a query: what
+// was written just before it counts, and a long backlog (a store of an
+// older binary, journaled at its open) is left to the server's fold loop,
+// the answer lagging meanwhile, rather than holding the query.
+func (s *Store) foldForQuery() error {
+	if pending, err := s.hasPendingMetrics(); err != nil || !pending {
+		return err
+	}
+	s.foldMu.Lock()
+	defer s.foldMu.Unlock()
+	_, err := s.foldBatch()
+	return err
 }
 
 // foldBatch folds up to maxFold entries in one batch.
@@ -212,15 +227,11 @@ func (s *Store) hasPendingMetrics() (bool, error) {
 }
 
 // DayRollups reads a factory's day records from one day to another
-// (inclusive), folding what is pending first; days without runs are
-// absent.
+// (inclusive), folding a batch of what is pending first; days without
+// runs are absent.
 func (s *Store) DayRollups(factoryUID string, from, to time.Time) (map[string]*DayRollup, error) {
-	if pending, err := s.hasPendingMetrics(); err != nil {
+	if err := s.foldForQuery(); err != nil {
 		return nil, err
-	} else if pending {
-		if err := s.FoldMetrics(); err != nil {
-			return nil, err
-		}
 	}
 	out := map[string]*DayRollup{}
 	prefix := metricsDayPrefix + factoryUID + "/"

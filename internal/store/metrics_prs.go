@@ -274,7 +274,7 @@ func parsePRURL(link string) (provider, repo string, number int) {
 // were first seen, newest first, from before a position ("" from the
 // newest), at most limit of those keep accepts.
 func (s *Store) PullRequests(factoryUID, before string, limit int, keep func(*PullRequestRecord) bool) ([]*PullRequestRecord, string, bool, error) {
-	if err := s.FoldMetrics(); err != nil {
+	if err := s.foldForQuery(); err != nil {
 		return nil, "", false, err
 	}
 	prefix := metricsPRPrefix + factoryUID + "/"
@@ -309,7 +309,7 @@ func (s *Store) PullRequests(factoryUID, before string, limit int, keep func(*Pu
 // day to another (inclusive), most expensive first, at most limit: the
 // first limit of each day's cost index, merged.
 func (s *Store) CostliestPullRequests(factoryUID string, from, to time.Time, limit int) ([]*PullRequestRecord, error) {
-	if err := s.FoldMetrics(); err != nil {
+	if err := s.foldForQuery(); err != nil {
 		return nil, err
 	}
 	type entry struct{ key, id string }

@@ -42,8 +42,8 @@ type Store struct {
 	// measure serialises the read-modify-writes of scores and benchmark
 	// runs (measure.go).
 	measure measureLocks
-	// foldMu serialises FoldMetrics, the only writer of the metrics'
-	// rollups (metrics.go).
+	// foldMu serialises the batches of the metrics' fold, the only writer
+	// of the rollups (metrics.go).
 	foldMu sync.Mutex
 }
 
