@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -353,4 +354,23 @@ func jsonEq(got any, want any) bool {
 	a, _ := json.Marshal(got)
 	b, _ := json.Marshal(want)
 	return string(a) == string(b)
+}
+
+// TestMetricsOnTheOverview: the dashboard's overview shows a factory's
+// last 30 days as the metrics API counts them (4 runs, 3 pull requests,
+// 1 merged two days after its kickoff, $4.25), and a bar for each day.
+func TestMetricsOnTheOverview(t *testing.T) {
+	w := newMetricsWorld(t)
+	c := signIn(t, w.h, adminKey)
+	status, _, body := fetch(t, c, w.h.url+"/ui/")
+	part := between(body, `class="metrics"`, `</div>`)
+	for _, want := range []string{"Runs <strong>4</strong>", "Pull requests opened <strong>3</strong>", "Merged <strong>1</strong>",
+		"Median kickoff to merge <strong>4", "Spend <strong>$4.25</strong>", w.days[1] + ": 2 runs", w.days[3] + ": 1 runs"} {
+		if status != 200 || !strings.Contains(part, want) {
+			t.Fatalf("the overview's figures lack %q: %d %s", want, status, part)
+		}
+	}
+	if n := strings.Count(part, "<rect"); n != 30 && n != 31 {
+		t.Errorf("%d bars for 30 days", n)
+	}
 }
