@@ -165,7 +165,7 @@ func (ro *Rollups) Groups(dim string) []Group {
 	}
 	out := make([]Group, 0, len(byKey))
 	for _, g := range byKey {
-		if g.Total != 0 {
+		if g.Total > 0 { // an agent whose type changed may leave a negative count behind
 			out = append(out, *g)
 		}
 	}
