@@ -379,6 +379,22 @@ func (w *contractWorld) addChecks() {
 			t.Errorf("models: %v", m)
 		}
 	}
+	w.addMeasureChecks()
+	w.checks["runs conversation"] = func(t *testing.T, v any) {
+		m := v.(map[string]any)
+		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
+			t.Errorf("a run of one turn: steps %v, turns %v", m["steps"], m["turns"])
+		}
+	}
+	w.checks["runs handoff attachments"] = func(t *testing.T, v any) {
+		if a := v.(map[string]any)["attachments"].([]any); len(a) != 2 {
+			t.Errorf("the file and the screenshot: %v", a)
+		}
+	}
+}
+
+// addMeasureChecks: what the scorer, suite and benchmark answers say.
+func (w *contractWorld) addMeasureChecks() {
 	w.checks["factories runs list scores"] = func(t *testing.T, v any) {
 		scores := v.(map[string]any)["scores"].([]any)
 		if len(scores) != 1 || scores[0].(map[string]any)["scorer_name"] != "quality" || scores[0].(map[string]any)["trigger_source"] != "manual" {
@@ -410,17 +426,6 @@ func (w *contractWorld) addChecks() {
 		sc := v.(map[string]any)["scorers"].([]any)[0].(map[string]any)
 		if sc["self_improvement_enabled"] != true || sc["threshold"] != 1.0 || sc["model_id"] != "judge-1" || sc["scope_mode"] != "selected_agents" {
 			t.Errorf("the scorer: %v", sc)
-		}
-	}
-	w.checks["runs conversation"] = func(t *testing.T, v any) {
-		m := v.(map[string]any)
-		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
-			t.Errorf("a run of one turn: steps %v, turns %v", m["steps"], m["turns"])
-		}
-	}
-	w.checks["runs handoff attachments"] = func(t *testing.T, v any) {
-		if a := v.(map[string]any)["attachments"].([]any); len(a) != 2 {
-			t.Errorf("the file and the screenshot: %v", a)
 		}
 	}
 }

@@ -182,7 +182,7 @@ func (w *metricsWorld) rng(kv ...string) url.Values {
 // created two days before the world's writes.
 var twoDays = (48 * time.Hour).Seconds()
 
-// runCases: productivity and the run breakdown.
+// runCases: productivity.
 func (w *metricsWorld) runCases() []metricsCase {
 	rng := w.rng
 	return []metricsCase{
@@ -209,6 +209,13 @@ func (w *metricsWorld) runCases() []metricsCase {
 			}
 			return n == 4 && len(o["period_list"].([]any)) >= 1 && len(o["period_list"].([]any)) <= 2
 		}},
+	}
+}
+
+// breakdownCases: the run breakdown by each dimension.
+func (w *metricsWorld) breakdownCases() []metricsCase {
+	rng := w.rng
+	return []metricsCase{
 		{"run breakdown by status", "/metrics/run-breakdown", rng("group_by", "status", "group_by_period", "day"), 200, func(o map[string]any) bool {
 			return o["total"] == 4.0 && o["root_run_count"] == 3.0 && o["group_by"] == "status" &&
 				sameTotals(groupTotals(o), map[string]float64{"SUCCEEDED": 2, "FAILED": 1, "QUEUED": 1}) &&
@@ -234,7 +241,7 @@ func (w *metricsWorld) runCases() []metricsCase {
 	}
 }
 
-// spendCases: the cost breakdown and the cost per pull request.
+// spendCases: the cost breakdown.
 func (w *metricsWorld) spendCases() []metricsCase {
 	rng := w.rng
 	return []metricsCase{
@@ -255,6 +262,13 @@ func (w *metricsWorld) spendCases() []metricsCase {
 			return sameTotals(groupTotals(o), map[string]float64{"opus": 2, "sonnet": 1.75, "unknown": 0.5})
 		}},
 		{"spend: a bad group_by", "/costs/breakdown", rng("group_by", "team"), 400, nil},
+	}
+}
+
+// perPRCases: the cost per pull request, by size, and the costliest.
+func (w *metricsWorld) perPRCases() []metricsCase {
+	rng := w.rng
+	return []metricsCase{
 		{"cost per pull request", "/costs/per-pr", rng("group_by_period", "day"), 200, func(o map[string]any) bool {
 			return o["pr_count"] == 3.0 && near(at(o, "dollars", "total"), 4.25, 1e-9) && near(o["mean"], 4.25/3, 1e-9) &&
 				at(o, "series", 3, "pr_count") == 3.0 && near(at(o, "series", 3, "inference_mean"), 3.3/3, 1e-9) &&
@@ -309,7 +323,10 @@ func (w *metricsWorld) recordCases() []metricsCase {
 // the runs make; a bad parameter is a 400, another factory's UID a 404.
 func TestMetricsAPI(t *testing.T) {
 	w := newMetricsWorld(t)
-	cases := append(append(w.runCases(), w.spendCases()...), w.recordCases()...)
+	var cases []metricsCase
+	for _, group := range [][]metricsCase{w.runCases(), w.breakdownCases(), w.spendCases(), w.perPRCases(), w.recordCases()} {
+		cases = append(cases, group...)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			status, out := w.get(t, c.path, c.q)

@@ -73,36 +73,49 @@ func TestMetricsFold(t *testing.T) {
 		}
 	}
 	for range 2 {
-		d := dayOf(t, s, "fa_1", created)
-		today := dayOf(t, s, "fa_1", time.Now().UTC())
-		if d.Runs != 1 || d.Roots != 1 || len(d.Groups["status"]) != 1 || d.Groups["status"]["SUCCEEDED"] != 1 || d.Costed != 1 || d.Cost.Inference != 3 {
-			t.Fatalf("the run's day: %+v", d)
-		}
-		if today.PRs != 2 || today.Merged != 1 || today.Latency["kickoff_to_merge"].Count != 1 || today.PRCosted != 2 || today.PRCost.Inference != 3 {
-			t.Fatalf("the pull requests' day: %+v", today)
-		}
-		prs, _, _, err := s.PullRequests("fa_1", "", 10, nil)
-		if err != nil || len(prs) != 2 {
-			t.Fatalf("pull requests: %v %v", prs, err)
-		}
-		byRepo := map[string]*PullRequestRecord{}
-		for _, p := range prs {
-			byRepo[p.Repo] = p
-		}
-		gh, gl := byRepo["o/r"], byRepo["g/sub/p"]
-		if gh == nil || gl == nil || gh.State != "merged" || gh.MergedAt == nil || gl.State != "open" || gl.Number != 7 || gl.Provider != factory.ProviderGitLab {
-			t.Fatalf("pull requests: %+v %+v", gh, gl)
-		}
-		if math.Abs(gh.Cost.Inference-1.5) > 1e-9 || math.Abs(gl.Cost.Inference-1.5) > 1e-9 {
-			t.Fatalf("the tree's $3 split: %v and %v", gh.Cost, gl.Cost)
-		}
-		top, err := s.CostliestPullRequests("fa_1", created, time.Now().UTC(), 1)
-		if err != nil || len(top) != 1 {
-			t.Fatalf("costliest: %v %v", top, err)
-		}
+		checkFolded(t, s, created)
 		if err := s.FoldMetrics(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// checkFolded: what TestMetricsFold's run counts for.
+func checkFolded(t *testing.T, s *Store, created time.Time) {
+	t.Helper()
+	d := dayOf(t, s, "fa_1", created)
+	today := dayOf(t, s, "fa_1", time.Now().UTC())
+	if d.Runs != 1 || d.Roots != 1 || len(d.Groups["status"]) != 1 || d.Groups["status"]["SUCCEEDED"] != 1 || d.Costed != 1 || d.Cost.Inference != 3 {
+		t.Fatalf("the run's day: %+v", d)
+	}
+	if today.PRs != 2 || today.Merged != 1 || today.Latency["kickoff_to_merge"].Count != 1 || today.PRCosted != 2 || today.PRCost.Inference != 3 {
+		t.Fatalf("the pull requests' day: %+v", today)
+	}
+	checkFoldedPRs(t, s, created)
+}
+
+// checkFoldedPRs: TestMetricsFold's pull requests, their state and what
+// each cost.
+func checkFoldedPRs(t *testing.T, s *Store, created time.Time) {
+	t.Helper()
+	prs, _, _, err := s.PullRequests("fa_1", "", 10, nil)
+	if err != nil || len(prs) != 2 {
+		t.Fatalf("pull requests: %v %v", prs, err)
+	}
+	byRepo := map[string]*PullRequestRecord{}
+	for _, p := range prs {
+		byRepo[p.Repo] = p
+	}
+	gh, gl := byRepo["o/r"], byRepo["g/sub/p"]
+	if gh == nil || gl == nil || gh.State != "merged" || gh.MergedAt == nil || gl.State != "open" || gl.Number != 7 || gl.Provider != factory.ProviderGitLab {
+		t.Fatalf("pull requests: %+v %+v", gh, gl)
+	}
+	if math.Abs(gh.Cost.Inference-1.5) > 1e-9 || math.Abs(gl.Cost.Inference-1.5) > 1e-9 {
+		t.Fatalf("the tree's $3 split: %v and %v", gh.Cost, gl.Cost)
+	}
+	top, err := s.CostliestPullRequests("fa_1", created, time.Now().UTC(), 1)
+	if err != nil || len(top) != 1 {
+		t.Fatalf("costliest: %v %v", top, err)
 	}
 }
 
