@@ -143,8 +143,8 @@ type Repository struct {
 
 // ScorerDefaults is factory.yaml's scorerDefaults: the judge model and the
 // share of runs scored, and sparse execution settings for scorers (a key
-// left out inherits agentDefaults'). Scorers are validated and applied,
-// not executed, here: the API shows these.
+// left out inherits agentDefaults'); the measure service's judge runs
+// use them, and the API shows them.
 type ScorerDefaults struct {
 	Model      string          `json:"model,omitempty"`
 	SampleRate *float64        `json:"sampleRate,omitempty"`

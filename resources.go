@@ -7,8 +7,8 @@ import (
 
 // The v1alpha1 format (docs/spec/v1alpha1.md) adds definitions beside
 // webhooks and automations. Agents drive runs; runners prepare them;
-// scorers, benchmark suites and skills are validated and applied so that
-// status and the API show them (scorers and suites are not executed here).
+// skills are offered to agents; scorers judge a sample of completed runs
+// and benchmark suites run when launched (internal/measure).
 
 // Resource kinds, as the store, the plan and status name them.
 const (

@@ -46,8 +46,8 @@ type ResourceStatus struct {
 	// Of a runner: its image and how many setup commands it runs.
 	DockerImage   string `json:"docker_image,omitempty"`
 	SetupCommands int    `json:"setup_commands,omitempty"`
-	// Executed is false for scorers and suites: this server validates and
-	// applies them, and does not run them.
+	// Executed is true for scorers and suites: this server runs them
+	// (docs/measure.md); older servers said false.
 	Executed *bool `json:"executed,omitempty"`
 }
 
@@ -77,8 +77,8 @@ func (st *FactoryStatus) ResourceStatuses(f *Factory, res []*Resource) {
 		case ResourceSkill:
 			st.Skills = append(st.Skills, rs)
 		case ResourceScorer, ResourceSuite:
-			no := false
-			rs.Executed = &no
+			yes := true
+			rs.Executed = &yes
 			if r.Kind == ResourceScorer {
 				st.Scorers = append(st.Scorers, rs)
 			} else {

@@ -43,6 +43,9 @@ func (a *app) demoAgentCmd() *cobra.Command {
 			}
 			say("this is the bundled demo agent: it does no AI")
 			say("read a prompt of %d bytes", len(prompt))
+			if m := os.Getenv("FACTORY_MODEL"); m != "" {
+				say("running as model %s", m)
+			}
 			var files []string
 			if dir := os.Getenv("FACTORY_ATTACHMENTS_DIR"); dir != "" {
 				entries, _ := os.ReadDir(dir)
@@ -83,6 +86,9 @@ func (a *app) demoAgentCmd() *cobra.Command {
 			if pr != "" {
 				say("opened a (pretend) pull request: %s", pr)
 			}
+			if verdict, ok := demoScore(string(prompt)); ok {
+				fmt.Fprintln(a.stdout, verdict) // a judge's answer: its last line
+			}
 			return nil
 		},
 	}
@@ -109,7 +115,7 @@ func reportDemoArtifacts(cwd, summary, prompt string, manifest bool) (prURL stri
 		run := os.Getenv("FACTORY_RUN_ID")
 		prURL = "https://demo.invalid/factory/demo/pull/" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(run))%100000), 10)
 		// A real one, where the workspace is a checkout of a repository.
-		if real, err := openDemoPullRequest(cwd, "Demo agent: "+firstLine(prompt)); err != nil {
+		if real, err := openDemoPullRequest(cwd, "Demo agent: "+firstLine(prompt), regressionsSection(prompt)); err != nil {
 			return "", err
 		} else if real != "" {
 			prURL = real

@@ -150,6 +150,19 @@ func promptText(blocks []acp.ContentBlock) *strings.Builder {
 	return &text
 }
 
+// demoAttachments lists the run's attachments with their sizes, by name.
+func demoAttachments(cwd string) []string {
+	var files []string
+	entries, _ := os.ReadDir(filepath.Join(cwd, "attachments"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			files = append(files, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
+		}
+	}
+	sort.Strings(files)
+	return files
+}
+
 // demoTurn is one prompt of the demo agent in progress.
 type demoTurn struct {
 	a         *demoACPAgent
@@ -165,18 +178,23 @@ type demoTurn struct {
 // (so that a cancel can come in between); false when the turn was
 // cancelled meanwhile.
 func (d *demoTurn) say(format string, v ...any) bool {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	id := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-	_ = d.a.conn.SessionUpdate(d.ctx, acp.SessionNotification{SessionId: d.s.ID, Update: acp.SessionUpdate{
-		AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("[demo agent] " + fmt.Sprintf(format, v...)), MessageId: &id}}})
+	d.message("[demo agent] " + fmt.Sprintf(format, v...))
 	select {
 	case <-d.cancelled:
 		return false
 	case <-time.After(d.a.delay):
 		return true
 	}
+}
+
+// message sends a message of its own (an ID of its own).
+func (d *demoTurn) message(text string) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	id := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	_ = d.a.conn.SessionUpdate(d.ctx, acp.SessionNotification{SessionId: d.s.ID, Update: acp.SessionUpdate{
+		AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(text), MessageId: &id}}})
 }
 
 func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
@@ -219,14 +237,7 @@ func (a *demoACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 // it as an artifact.
 func (d *demoTurn) summarise() (acp.PromptResponse, error) {
 	stop := acp.PromptResponse{StopReason: acp.StopReasonCancelled}
-	var files []string
-	entries, _ := os.ReadDir(filepath.Join(d.s.Cwd, "attachments"))
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil {
-			files = append(files, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
-		}
-	}
-	sort.Strings(files)
+	files := demoAttachments(d.s.Cwd)
 	if !d.say("found %d attachment(s)", len(files)) {
 		return stop, nil
 	}
@@ -254,6 +265,9 @@ func (d *demoTurn) summarise() (acp.PromptResponse, error) {
 		_ = d.a.conn.SessionUpdate(d.ctx, acp.SessionNotification{SessionId: d.s.ID,
 			Update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.ResourceLinkBlock("pull request", pr)}}})
 		d.say("opened a (pretend) pull request: %s", pr)
+	}
+	if verdict, ok := demoScore(d.s.Prompts[len(d.s.Prompts)-1]); ok {
+		d.message(verdict) // a judge's answer, its last message
 	}
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 }

@@ -16,8 +16,10 @@ import (
 // a pull request and its workspace is a checkout of a GitHub repository
 // (docs/codehosts.md): it commits SUMMARY.md on the run's branch, pushes
 // it with the credential git was given, and opens a pull request through
-// the GitHub API with the run's token. "" when there is no such checkout.
-func openDemoPullRequest(cwd, title string) (string, error) {
+// the GitHub API with the run's token; section, when its prompt has one
+// (a self-improvement run's Regressions addressed), goes into the pull
+// request's description. "" when there is no such checkout.
+func openDemoPullRequest(cwd, title, section string) (string, error) {
 	token, api := os.Getenv("GH_TOKEN"), os.Getenv("GITHUB_API_URL")
 	repo, branch, base := os.Getenv("FACTORY_REPOSITORY"), os.Getenv("FACTORY_BRANCH"), os.Getenv("FACTORY_BASE_BRANCH")
 	if _, err := os.Stat(filepath.Join(cwd, ".git")); err != nil || token == "" || api == "" || repo == "" || branch == "" {
@@ -51,8 +53,11 @@ func openDemoPullRequest(cwd, title string) (string, error) {
 	var pr struct {
 		HTMLURL string `json:"html_url"`
 	}
-	err := githubCall("POST", api, token, map[string]any{"title": title, "head": branch, "base": base,
-		"body": "Opened by the bundled demo agent (no AI was used)."}, http.StatusCreated, &pr)
+	body := "Opened by the bundled demo agent (no AI was used)."
+	if section != "" {
+		body += "\n\n" + section + "\n"
+	}
+	err := githubCall("POST", api, token, map[string]any{"title": title, "head": branch, "base": base, "body": body}, http.StatusCreated, &pr)
 	return pr.HTMLURL, err
 }
 

@@ -393,9 +393,9 @@ func printResources(w io.Writer, s *factory.FactoryStatus) {
 		return fmt.Sprintf("%s, %d setup commands", r.DockerImage, r.SetupCommands)
 	})
 	add("skill", s.Skills, func(factory.ResourceStatus) string { return "" })
-	notRun := func(factory.ResourceStatus) string { return "validated, not executed here" }
-	add("scorer", s.Scorers, notRun)
-	add("suite", s.BenchmarkSuites, notRun)
+	described := func(r factory.ResourceStatus) string { return r.Description }
+	add("scorer", s.Scorers, described)
+	add("suite", s.BenchmarkSuites, described)
 	if len(rows) == 0 {
 		return
 	}

@@ -235,6 +235,9 @@ type contractWorld struct {
 	fileUID, planUID, screenshotUID  string
 	schedule, reviewerUID, runnerUID string
 	scorerID, suiteUID               string
+	// benchRun is a benchmark run of the suite; scored a run the scorer
+	// was asked to score on demand.
+	benchRun, scored string
 	// task is bound to the conversation of a run of the factory
 	// (taskRun); unbound is another such conversation, for the create.
 	task, taskRun, taskConversation string
@@ -278,8 +281,27 @@ func newContractWorld(t *testing.T, h *harness, f *factory.FactoryStatus) *contr
 		t.Fatalf("schedule: %d %s", status, b)
 	}
 	w.schedule = sch["id"].(string)
+	w.measure(t, h)
 	w.addChecks()
 	return w
+}
+
+// measure launches a benchmark run of the suite and scores a run on
+// demand.
+func (w *contractWorld) measure(t *testing.T, h *harness) {
+	t.Helper()
+	status, b := call(t, h, "POST", "/v1/factory/"+w.factory.UID+"/benchmarks/suites/"+w.suiteUID+"/runs",
+		map[string]any{"repetition_count": 1, "configurations": []map[string]any{{"role": "baseline", "model": "auto", "display_name": "auto"}}})
+	var br map[string]any
+	if json.Unmarshal(b, &br); status != 201 || br["uid"] == nil {
+		t.Fatalf("a benchmark run: %d %s", status, b)
+	}
+	w.benchRun = br["uid"].(string)
+	w.scored = w.taskRun
+	status, b = call(t, h, "POST", "/v1/factory/scorers/"+w.scorerID+"/score", map[string]any{"run_id": w.scored})
+	if status != 202 {
+		t.Fatalf("scoring a run: %d %s", status, b)
+	}
 }
 
 // factoryRun dispatches a run of the factory and waits for its end: its
@@ -357,6 +379,39 @@ func (w *contractWorld) addChecks() {
 			t.Errorf("models: %v", m)
 		}
 	}
+	w.addMeasureChecks()
+	w.checks["runs conversation"] = func(t *testing.T, v any) {
+		m := v.(map[string]any)
+		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
+			t.Errorf("a run of one turn: steps %v, turns %v", m["steps"], m["turns"])
+		}
+	}
+	w.checks["runs handoff attachments"] = func(t *testing.T, v any) {
+		if a := v.(map[string]any)["attachments"].([]any); len(a) != 2 {
+			t.Errorf("the file and the screenshot: %v", a)
+		}
+	}
+}
+
+// addMeasureChecks: what the scorer, suite and benchmark answers say.
+func (w *contractWorld) addMeasureChecks() {
+	w.checks["factories runs list scores"] = func(t *testing.T, v any) {
+		scores := v.(map[string]any)["scores"].([]any)
+		if len(scores) != 1 || scores[0].(map[string]any)["scorer_name"] != "quality" || scores[0].(map[string]any)["trigger_source"] != "manual" {
+			t.Errorf("the scores of a run scored on demand: %v", v)
+		}
+	}
+	w.checks["scorers list results"] = func(t *testing.T, v any) {
+		if rs := v.(map[string]any)["results"].([]any); len(rs) == 0 || rs[0].(map[string]any)["scoring_run_id"] == nil {
+			t.Errorf("the scorer's results: %v", v)
+		}
+	}
+	w.checks["benchmark runs get"] = func(t *testing.T, v any) {
+		m := v.(map[string]any)
+		if trials := m["trials"].([]any); len(trials) != 1 || m["suite_uid"] != w.suiteUID || m["trial_count"] != 1.0 {
+			t.Errorf("the benchmark run: %v", v)
+		}
+	}
 	w.checks["suites get"] = func(t *testing.T, v any) {
 		confs := v.(map[string]any)["configurations"].([]any)
 		tasks := v.(map[string]any)["tasks"].([]any)
@@ -371,17 +426,6 @@ func (w *contractWorld) addChecks() {
 		sc := v.(map[string]any)["scorers"].([]any)[0].(map[string]any)
 		if sc["self_improvement_enabled"] != true || sc["threshold"] != 1.0 || sc["model_id"] != "judge-1" || sc["scope_mode"] != "selected_agents" {
 			t.Errorf("the scorer: %v", sc)
-		}
-	}
-	w.checks["runs conversation"] = func(t *testing.T, v any) {
-		m := v.(map[string]any)
-		if steps := m["steps"].([]any); len(steps) != 1 || m["turns"] == nil {
-			t.Errorf("a run of one turn: steps %v, turns %v", m["steps"], m["turns"])
-		}
-	}
-	w.checks["runs handoff attachments"] = func(t *testing.T, v any) {
-		if a := v.(map[string]any)["attachments"].([]any); len(a) != 2 {
-			t.Errorf("the file and the screenshot: %v", a)
 		}
 	}
 }
@@ -521,7 +565,7 @@ func (w *contractWorld) factoryCalls() []contract {
 		{name: "factories get", method: "GET", path: "/v1/factory/" + uid, status: 200, typ: "Factory"},
 		{name: "factories runs create", method: "POST", path: "/v1/factory/" + uid + "/runs", status: 200, typ: "FactoryRunCreateResponse",
 			body: map[string]any{"prompt": "from the factory", "title": "T", "ticket_ref": "linear:ENG-1", "ticket_url": "https://linear.app/x/ENG-1"}},
-		{name: "factories runs list scores", method: "GET", path: "/v1/factory/runs/" + w.done + "/scores", status: 200, typ: "RunListScoresResponse"},
+		{name: "factories runs list scores", method: "GET", path: "/v1/factory/runs/" + w.scored + "/scores", status: 200, typ: "RunListScoresResponse"},
 		{name: "files validate", method: "POST", path: "/v1/factory-files/validate", status: 200, typ: "FileValidateResponse", body: files},
 		{name: "files schemas list", key: "-", method: "GET", path: "/v1/factory-files/schemas", status: 200, typ: "SchemaListResponse"},
 		{name: "files schemas retrieve", key: "-", method: "GET", path: "/v1/factory-files/schemas/v1alpha1", status: 200, typ: "SchemaRetrieveResponse"},
@@ -542,11 +586,15 @@ func (w *contractWorld) measureCalls() []contract {
 		{name: "suites list", method: "GET", path: f + "/benchmarks/suites", status: 200, typ: "SuitePage"},
 		{name: "suites get", method: "GET", path: f + "/benchmarks/suites/" + w.suiteUID, status: 200, typ: "SuiteGetResponse"},
 		{name: "suites create", method: "POST", path: f + "/benchmarks/suites", status: 422, typ: "Error", body: map[string]any{"name": "s", "agent_uid": w.reviewerUID}},
-		{name: "suites launch run", method: "POST", path: f + "/benchmarks/suites/" + w.suiteUID + "/runs", status: 422, typ: "Error",
+		{name: "suites launch run", method: "POST", path: f + "/benchmarks/suites/" + w.suiteUID + "/runs", status: 201, typ: "SuiteLaunchRunResponse",
 			body: map[string]any{"repetition_count": 1, "configurations": []map[string]any{{"role": "baseline", "model": "auto"}}}},
-		{name: "benchmark runs list", method: "GET", path: f + "/benchmarks/runs", status: 200, typ: "BenchmarkRunPage"},
-		{name: "benchmark runs get", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID(), status: 404, typ: "Error"},
-		{name: "benchmark runs get results", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID() + "/results", status: 404, typ: "Error"},
+		{name: "suites launch run: no repetitions", method: "POST", path: f + "/benchmarks/suites/" + w.suiteUID + "/runs", status: 400, typ: "Error",
+			body: map[string]any{"repetition_count": 0}},
+		{name: "benchmark runs list", method: "GET", path: f + "/benchmarks/runs?limit=10&state=running&state=scoring&state=completed", status: 200, typ: "BenchmarkRunPage"},
+		{name: "benchmark runs get", method: "GET", path: f + "/benchmarks/runs/" + w.benchRun, status: 200, typ: "BenchmarkRunGetResponse"},
+		{name: "benchmark runs get results", method: "GET", path: f + "/benchmarks/runs/" + w.benchRun + "/results", status: 200, typ: "BenchmarkResults"},
+		{name: "benchmark runs get: none", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID(), status: 404, typ: "Error"},
+		{name: "benchmark runs get results: none", method: "GET", path: f + "/benchmarks/runs/" + factory.NewUUID() + "/results", status: 404, typ: "Error"},
 		{name: "tasks list", method: "GET", path: f + "/tasks?stage=TRIAGE&full_list=true&include_current_run=true", status: 200, typ: "TaskPage"},
 		{name: "tasks create", method: "POST", path: f + "/tasks", status: 200, typ: "Task", body: map[string]any{"conversation_id": w.unbound, "title": "t", "stage": "SPEC"}},
 		{name: "tasks create: bound already", method: "POST", path: f + "/tasks", status: 409, typ: "Error", body: map[string]any{"conversation_id": w.unbound, "title": "t"}},

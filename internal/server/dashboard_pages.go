@@ -52,8 +52,14 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, sess *session)
 		}
 		counts = append(counts, stateCount{st, count{n, more}})
 	}
+	metrics := map[string]*overviewMetrics{}
+	for _, st := range sts {
+		if metrics[st.UID], err = s.factoryMetrics(st.UID, time.Now().UTC()); err != nil {
+			return err
+		}
+	}
 	s.render(w, "overview.html", map[string]any{"Title": "Overview", "Session": sess, "Factories": sts, "Counts": counts,
-		"Admin": isAdmin(sess), "Served": s.runners, "Synced": r.URL.Query().Get("synced")})
+		"Metrics": metrics, "Admin": isAdmin(sess), "Served": s.runners, "Synced": r.URL.Query().Get("synced")})
 	return nil
 }
 

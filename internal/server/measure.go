@@ -1,37 +1,43 @@
 package server
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"factory"
+	"factory/internal/measure"
 )
 
-// Scorers, benchmark suites and factory tasks as the newest SDKs call them
-// (docs/agents-api.md, "Scorers, benchmarks and tasks"). Scorers and
-// suites are the factories' files, validated and applied, not executed
-// here: they are listed as the files say, with no score, result or
-// benchmark run; creating one through the API, or launching a suite, is
-// refused. Tasks are the foreman's (tasks.go).
+// Scorers, benchmark suites and runs, self-improvement and factory tasks
+// as the newest SDKs call them (docs/agents-api.md, "Scorers, benchmarks
+// and tasks"; docs/measure-and-improve.md). Scorers and suites are the
+// factories' files: creating one through the API is refused. Scores,
+// benchmark runs and self-improvement runs are the measure service's.
+// Tasks are the foreman's (tasks.go).
 
 func (s *Server) measureRoutes(mux *routes) {
 	read := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns, factory.ScopeRead) }
-	write := func(h handler) http.Handler { return s.auth(h, factory.ScopeRuns) }
+	write := func(h handler) http.Handler { return s.auth(s.needRuns(h), factory.ScopeRuns) }
 	mux.Handle("GET /v1/factory/scorers", read(s.listScorers))
 	mux.Handle("POST /v1/factory/scorers", write(refuse("creating a scorer: scorers are defined by their factory's files (scorers/<name>/scorer.md)")))
 	mux.Handle("GET /v1/factory/scorers/{scorerId}/results", read(s.scorerResults))
 	mux.Handle("GET /v1/factory/scorers/{scorerId}/results/reasons", read(s.scorerReasons))
+	mux.Handle("POST /v1/factory/scorers/{scorerId}/score", write(s.scoreRun))
 	mux.Handle("GET /v1/factory/{uid}/benchmarks/suites", read(s.listSuites))
 	mux.Handle("POST /v1/factory/{uid}/benchmarks/suites", write(refuse("creating a suite: suites are defined by their factory's files (benchmarks/<suite>/suite.yaml)")))
 	mux.Handle("GET /v1/factory/{uid}/benchmarks/suites/{suiteUid}", read(s.getSuite))
 	mux.Handle("POST /v1/factory/{uid}/benchmarks/suites/{suiteUid}/runs", write(s.launchSuite))
-	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs", read(s.emptyPage("runs")))
-	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}", read(noBenchmarkRun))
-	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}/results", read(noBenchmarkRun))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs", read(s.listBenchmarkRuns))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}", read(s.getBenchmarkRun))
+	mux.Handle("GET /v1/factory/{uid}/benchmarks/runs/{runUid}/results", read(s.benchmarkResults))
+	mux.Handle("POST /v1/factory/{uid}/benchmarks/runs/{runUid}/cancel", write(s.cancelBenchmarkRun))
+	mux.Handle("GET /v1/factory/{uid}/self-improvement", read(s.listProposals))
+	mux.Handle("POST /v1/factory/{uid}/self-improvement/run", write(s.improveNow))
 	// GET /v1/factory/{uid}/tasks/{task} and GET /v1/factory/runs/{run}/scores
 	// overlap (/v1/factory/runs/tasks/scores): one pattern serves both.
 	mux.Handle("GET /v1/factory/{a}/{b}/{c}", read(s.factoryThirdLevel))
@@ -57,62 +63,15 @@ func refuse(why string) handler {
 	}
 }
 
-func noBenchmarkRun(w http.ResponseWriter, r *http.Request) error {
-	return errorf(CodeNotFound, fmt.Sprintf("no benchmark run %s: suites are validated here, not run", r.PathValue("runUid")))
-}
-
-// emptyPage answers an empty page of a list this server has nothing for,
-// after checking the factory exists.
-func (s *Server) emptyPage(key string) handler {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if _, err := s.factoryByUID(r.PathValue("uid")); err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, map[string]any{key: []any{}, "page_info": factory.PageInfo{}})
-		return nil
-	}
-}
-
-// numericID is the integer ID the SDKs give a scorer, derived from its
-// UID (the same at every read; 48 bits, so a JavaScript number holds it).
-func numericID(uid string) int64 {
-	h := factory.DerivedID("", "scorer-id", uid)
-	b, _ := factory.IDEncoding.DecodeString(h)
-	var buf [8]byte
-	copy(buf[2:], b[:6])
-	return int64(binary.BigEndian.Uint64(buf[:]))
-}
-
-// scorerSpec is what scorers/<name>/scorer.md says.
-type scorerSpec struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Agents      []string `json:"agents"`
-	Labels      []struct {
-		Value       string  `json:"value"`
-		Score       float64 `json:"score"`
-		Description string  `json:"description,omitempty"`
-	} `json:"labels"`
-	PassingScore    float64  `json:"passingScore"`
-	SamplingRate    *float64 `json:"samplingRate"`
-	Model           string   `json:"model"`
-	SelfImprovement bool     `json:"selfImprovement"`
-}
-
-// scorerObject is an applied scorer as the SDKs' Scorer.
-func scorerObject(f *factory.Factory, res *factory.Resource, agentUIDs map[string]string) map[string]any {
-	var sp scorerSpec
-	_ = json.Unmarshal(res.Spec, &sp)
-	name := sp.Name
-	if name == "" {
-		name = res.Key
-	}
-	rate := 25.0
-	if sp.SamplingRate != nil {
-		rate = *sp.SamplingRate
+// scorerObject is an applied scorer as the SDKs' Scorer, with what its
+// scores say (result_count, last_scored_at, pass_rate_summary).
+func (s *Server) scorerObject(f *factory.Factory, res *factory.Resource, agentUIDs map[string]string, q scorerStatsQuery) (map[string]any, error) {
+	sc, err := measure.ScorerOf(f, res)
+	if err != nil {
+		return nil, err
 	}
 	agents := []map[string]any{}
-	for _, a := range sp.Agents {
+	for _, a := range sc.Agents {
 		agents = append(agents, map[string]any{"name": a, "uid": agentUIDs[a], "include_descendants": false})
 	}
 	scope := "selected_agents"
@@ -120,19 +79,63 @@ func scorerObject(f *factory.Factory, res *factory.Resource, agentUIDs map[strin
 		scope = "all_agents"
 	}
 	labels := []map[string]any{}
-	for _, l := range sp.Labels {
+	for _, l := range sc.Labels {
 		o := map[string]any{"value": l.Value, "score": l.Score}
 		if l.Description != "" {
 			o["description"] = l.Description
 		}
 		labels = append(labels, o)
 	}
-	return map[string]any{"id": numericID(res.UID), "uid": res.UID, "name": name, "description": sp.Description, "factory_uid": f.UID,
-		"model_id": sp.Model, "agents": agents, "scope_mode": scope, "allowed_classifications": labels, "threshold": sp.PassingScore,
-		"sampling_rate": rate, "scorer_kind": "user", "scoring_prompt": res.Body, "self_improvement_enabled": sp.SelfImprovement,
-		"agent_config": map[string]any{}, "result_count": 0, "last_scored_at": nil, "version": 1, "created_at": res.CreatedAt,
-		"updated_at": res.UpdatedAt, "file": res.File,
-		"pass_rate_summary": map[string]any{"pass_count": 0, "fail_count": 0, "recent_outcomes": []string{}, "pass_rate": nil}}
+	count, err := s.store.ScorerResultCount(sc.UID)
+	if err != nil {
+		return nil, err
+	}
+	summary, last, err := s.passRateSummary(sc, q.limit, q.start, q.end)
+	if err != nil {
+		return nil, err
+	}
+	if q.start != nil { // last_scored_at is never scoped by the window
+		_, last, _ = s.passRateSummary(sc, 1, nil, nil)
+	}
+	return map[string]any{"id": sc.ID, "uid": sc.UID, "name": sc.Name, "description": sc.Description, "factory_uid": f.UID,
+		"model_id": sc.Model, "agents": agents, "scope_mode": scope, "allowed_classifications": labels, "threshold": sc.Threshold,
+		"sampling_rate": sc.Rate, "scorer_kind": measure.KindUser, "scoring_prompt": res.Body, "self_improvement_enabled": sc.SelfImprovement,
+		"agent_config": map[string]any{}, "result_count": count, "last_scored_at": last, "version": 1, "created_at": res.CreatedAt,
+		"updated_at": res.UpdatedAt, "file": res.File, "pass_rate_summary": summary}, nil
+}
+
+// scorerStatsQuery is what a scorer list asks of each scorer's
+// pass_rate_summary: its recent_outcomes_limit, or a window.
+type scorerStatsQuery struct {
+	limit      int
+	start, end *time.Time
+}
+
+// statsQuery reads a scorer list's recent_outcomes_limit (1..100, default
+// 50) and start_date/end_date (both or neither, start before end).
+func statsQuery(r *http.Request) (scorerStatsQuery, error) {
+	v := r.URL.Query()
+	q := scorerStatsQuery{limit: 50}
+	if raw := v.Get("recent_outcomes_limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > 100 {
+			return q, errorf(CodeInvalidRequest, "recent_outcomes_limit: a whole number from 1 to 100")
+		}
+		q.limit = n
+	}
+	start, end := v.Get("start_date"), v.Get("end_date")
+	if (start == "") != (end == "") {
+		return q, errorf(CodeInvalidRequest, "start_date and end_date: give both or neither")
+	}
+	if start != "" {
+		s, err1 := time.Parse(time.RFC3339, start)
+		e, err2 := time.Parse(time.RFC3339, end)
+		if err1 != nil || err2 != nil || !s.Before(e) {
+			return q, errorf(CodeInvalidRequest, "start_date and end_date: RFC 3339 times, start_date before end_date")
+		}
+		q.start, q.end, q.limit = &s, &e, 100
+	}
+	return q, nil
 }
 
 // factoryResources reads the factories (one, by UID, or all) with their
@@ -166,55 +169,26 @@ func (s *Server) eachFactoryResource(factoryUID, kind string, fn func(f *factory
 	return nil
 }
 
-// listScorers is GET /v1/factory/scorers?factory_uid=.
+// listScorers is GET /v1/factory/scorers?factory_uid=: the user
+// scorers (a benchmark's built-in correctness scorer is its own, not
+// listed).
 func (s *Server) listScorers(w http.ResponseWriter, r *http.Request) error {
+	q, err := statsQuery(r)
+	if err != nil {
+		return err
+	}
 	out := []map[string]any{}
-	err := s.eachFactoryResource(r.URL.Query().Get("factory_uid"), factory.ResourceScorer, func(f *factory.Factory, res *factory.Resource, agents map[string]string) {
-		out = append(out, scorerObject(f, res, agents))
+	err = s.eachFactoryResource(r.URL.Query().Get("factory_uid"), factory.ResourceScorer, func(f *factory.Factory, res *factory.Resource, agents map[string]string) {
+		o, oerr := s.scorerObject(f, res, agents, q)
+		if oerr != nil {
+			err = oerr
+		}
+		out = append(out, o)
 	})
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"scorers": out})
-	return nil
-}
-
-// scorerByID checks that a scorer of that numeric ID (or UID) exists.
-func (s *Server) scorerByID(id string) error {
-	found := false
-	err := s.eachFactoryResource("", factory.ResourceScorer, func(_ *factory.Factory, res *factory.Resource, _ map[string]string) {
-		found = found || res.UID == id || fmt.Sprint(numericID(res.UID)) == id
-	})
-	if err == nil && !found {
-		err = errorf(CodeNotFound, "no scorer "+id)
-	}
-	return err
-}
-
-// scorerResults is GET .../scorers/{id}/results: no scores yet.
-func (s *Server) scorerResults(w http.ResponseWriter, r *http.Request) error {
-	if err := s.scorerByID(r.PathValue("scorerId")); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": []any{}, "page_info": factory.PageInfo{}})
-	return nil
-}
-
-// scorerReasons is GET .../scorers/{id}/results/reasons?run_id=...: the
-// judge recorded no reason for any run (status absent).
-func (s *Server) scorerReasons(w http.ResponseWriter, r *http.Request) error {
-	if err := s.scorerByID(r.PathValue("scorerId")); err != nil {
-		return err
-	}
-	ids := r.URL.Query()["run_id"]
-	if len(ids) == 0 || len(ids) > 100 {
-		return errorf(CodeInvalidRequest, "run_id: give 1 to 100, one parameter each")
-	}
-	out := []map[string]any{}
-	for _, id := range ids {
-		out = append(out, map[string]any{"run_id": id, "status": "absent"})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"reasons": out})
 	return nil
 }
 
@@ -335,7 +309,7 @@ func taskObjects(res *factory.Resource, names []string) []map[string]any {
 			}
 		}
 		uid := factory.DerivedID("bt_", res.UID, n)
-		o := map[string]any{"id": numericID(uid), "uid": uid, "name": n, "title": t.Title, "prompt": t.Prompt, "success_criteria": criteria}
+		o := map[string]any{"id": measure.NumericID(uid), "uid": uid, "name": n, "title": t.Title, "prompt": t.Prompt, "success_criteria": criteria}
 		if t.SourceRunID != "" {
 			o["source_run_id"] = t.SourceRunID
 		}
@@ -400,22 +374,4 @@ func (s *Server) getSuite(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, o)
 	return nil
-}
-
-// launchSuite is POST .../suites/{suite}/runs: checked as the SDKs send
-// it, then refused: benchmarks are not run here.
-func (s *Server) launchSuite(w http.ResponseWriter, r *http.Request) error {
-	var q struct {
-		RepetitionCount *int `json:"repetition_count"`
-	}
-	if _, err := readJSON(r, 1<<20, &q); err != nil {
-		return err
-	}
-	if _, err := s.suiteOf(r); err != nil {
-		return err
-	}
-	if q.RepetitionCount == nil || *q.RepetitionCount < 1 {
-		return errorf(CodeInvalidRequest, "repetition_count: required, at least 1")
-	}
-	return errorf(CodeOperationNotSupported, "launching a benchmark run: suites are validated and applied here, not run")
 }

@@ -1,16 +1,12 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"sort"
 	"time"
 
 	"factory"
-	"factory/internal/store"
 )
 
 // The rest of the platform API's calls (docs/agents-api.md): the models
@@ -196,20 +192,5 @@ func (s *Server) handoffAttachments(w http.ResponseWriter, r *http.Request) erro
 		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"attachments": out})
-	return nil
-}
-
-// runScores is GET /v1/factory/runs/{id}/scores: the scorers' scores of
-// the run. Scorers are validated and applied here, not executed, so no run
-// has a score yet: the list is empty.
-func (s *Server) runScores(w http.ResponseWriter, id string) error {
-	run, err := s.store.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(CodeNotFound, fmt.Sprintf("no run %s", id))
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"run_id": run.ID, "scores": []json.RawMessage{}})
 	return nil
 }

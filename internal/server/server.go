@@ -25,6 +25,7 @@ import (
 	"factory/internal/backup"
 	"factory/internal/codehost"
 	"factory/internal/ingress"
+	"factory/internal/measure"
 	"factory/internal/problem"
 	"factory/internal/reconciler"
 	"factory/internal/runs"
@@ -144,6 +145,9 @@ type Server struct {
 	listenURL atomic.Value
 
 	files *codehost.FileReader // pull requests' changed files, for paths filters
+	// measure scores, benchmarks and improves runs (nil without a run
+	// manager).
+	measure *measure.Service
 }
 
 // runner keeps one factory reconciled.
@@ -197,6 +201,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		if err := s.startForeman(); err != nil {
 			log.Error("starting the foreman: tasks, the inbox and the Factory MCP server are off", "err", err)
 		}
+		s.measure = measure.New(measure.Config{Store: applier.Store, Runs: cfg.Runs, Log: log})
 	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
@@ -302,10 +307,14 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 		first.Wait()
 		close(s.ready)
 	}()
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.sweep(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.foldMetrics(ctx)
 	}()
 	if s.cfg.Backups != nil {
 		wg.Add(1)
@@ -322,10 +331,14 @@ func (s *Server) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 		}()
 	}
 	if s.cfg.Runs != nil {
-		wg.Add(2)
+		wg.Add(3)
 		go func() {
 			defer wg.Done()
 			s.sched.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.measure.Run(ctx)
 		}()
 		go func() {
 			defer wg.Done()
@@ -553,6 +566,7 @@ func (s *Server) Handler() http.Handler {
 	s.conversationRoutes(mux)
 	s.platformRoutes(mux)
 	s.measureRoutes(mux)
+	s.metricsRoutes(mux)
 	s.taskRoutes(mux)
 	s.mcpRoutes(mux)
 	s.notificationRoutes(mux)

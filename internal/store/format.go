@@ -97,6 +97,7 @@ func (s *Store) checkFormat(o Options) error {
 		}
 		b := s.NewBatch()
 		b.PutMeta("run_index", runIndexVersion)
+		b.PutMeta(metricsMeta, "1") // a new store journals from its first run
 		return s.stamp(FormatVersion, o.Version, b)
 	}
 	v, err := s.Format()

@@ -57,6 +57,7 @@ func (b *Batch) PutRun(r *factory.Run, prev *factory.Run) {
 	if b.s.onRun != nil {
 		b.s.onRun(b, r, prev)
 	}
+	b.journalRun(r, prev)
 }
 
 // AddRunEvent appends to a run's timeline; r.Events numbers it.
@@ -96,7 +97,14 @@ func (s *Store) UpdateRun(id string, durable bool, update func(*factory.Run, *Ba
 	if err != nil {
 		return nil, err
 	}
+	// prev keeps what the update may change in place (an artifact's
+	// status, the usage): the metrics' journal compares the two.
 	prev := *r
+	prev.Artifacts = slices.Clone(r.Artifacts)
+	if r.Usage != nil {
+		u := *r.Usage
+		prev.Usage = &u
+	}
 	b := s.NewLogBatch()
 	if err := update(r, b); err != nil {
 		b.Abort()

@@ -44,6 +44,12 @@ type Store struct {
 	// onRun, when set, adds its writes to the batch of every run's write
 	// (the run-status outbox; OnRunWrite).
 	onRun func(b *Batch, r, prev *factory.Run)
+	// measure serialises the read-modify-writes of scores and benchmark
+	// runs (measure.go).
+	measure measureLocks
+	// foldMu serialises the batches of the metrics' fold, the only writer
+	// of the rollups (metrics.go).
+	foldMu sync.Mutex
 }
 
 // OnRunWrite sets a function that adds writes of its own to the batch
@@ -100,6 +106,12 @@ func open(dir string, o Options, opts *pebble.Options) (*Store, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if !o.readOnly {
+		if err := s.BackfillMetrics(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open store %s: the metrics' journal: %w", dir, err)
+		}
 	}
 	return s, nil
 }

@@ -24,6 +24,12 @@ const RunSpacing = time.Second
 // index entries costs about what committing them does.
 func FillRuns(tb testing.TB, s *store.Store, n int, first time.Time, factoryUID string) {
 	tb.Helper()
+	FillRunsEvery(tb, s, n, first, RunSpacing, factoryUID)
+}
+
+// FillRunsEvery is FillRuns with the runs created spacing apart.
+func FillRunsEvery(tb testing.TB, s *store.Store, n int, first time.Time, spacing time.Duration, factoryUID string) {
+	tb.Helper()
 	const perBatch = 5000
 	states := []factory.RunState{"SUCCEEDED", "FAILED", "CANCELLED", "SUCCEEDED", "SUCCEEDED"}
 	batches := make(chan int)
@@ -36,7 +42,7 @@ func FillRuns(tb testing.TB, s *store.Store, n int, first time.Time, factoryUID 
 			for start := range batches {
 				batch := s.NewLogBatch()
 				for i := start; i < start+perBatch && i < n; i++ {
-					t := first.Add(time.Duration(i) * RunSpacing)
+					t := first.Add(time.Duration(i) * spacing)
 					batch.PutRun(&factory.Run{ID: fmt.Sprintf("run_%024d", i), Title: fmt.Sprintf("Fix the topic%02d bug", i%20),
 						Prompt: "do the thing", State: states[i%len(states)], CreatedAt: t, UpdatedAt: t.Add(time.Minute), Environment: "default",
 						Source: "API", Config: []byte(fmt.Sprintf(`{"name":"job-%d","model_id":"m%d"}`, i%100, i%3)), FactoryUID: factoryUID,

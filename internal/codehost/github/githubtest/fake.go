@@ -122,6 +122,7 @@ type Reaction struct {
 type Pull struct {
 	Number                   int
 	Repo, Head, Base, Title  string
+	Body                     string
 	State                    string
 	Draft, Merged            bool
 	HTMLURL                  string

@@ -285,7 +285,7 @@ func (f *Fake) createPull(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	n := len(f.Pulls) + 1
-	p := &Pull{Number: n, Repo: repo.Owner + "/" + repo.Name, Head: req.Head, Base: req.Base, Title: req.Title, State: "open",
+	p := &Pull{Number: n, Repo: repo.Owner + "/" + repo.Name, Head: req.Head, Base: req.Base, Title: req.Title, Body: req.Body, State: "open",
 		Draft: req.Draft, HTMLURL: fmt.Sprintf("%s/%s/%s/pull/%d", f.URL, repo.Owner, repo.Name, n), TokenReceived: tk.Value}
 	f.Pulls = append(f.Pulls, p)
 	out := f.pullJSON(p, "POST", 201)
