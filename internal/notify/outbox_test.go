@@ -71,8 +71,12 @@ func TestReceiverDown(t *testing.T) {
 func TestGone(t *testing.T) {
 	t.Parallel()
 	gone := true
+	// The receiver answers once the run's three events are in the outbox:
+	// a 410 that came sooner would rightly keep the later ones out of it.
+	written := make(chan struct{})
 	rc := &receiver{}
 	rc.answer = func(int) int {
+		<-written
 		if gone {
 			return http.StatusGone
 		}
@@ -80,6 +84,7 @@ func TestGone(t *testing.T) {
 	}
 	s, n, f := outbox(t, rc, factory.NotificationRoute{Name: "ops", Events: allEvents, SecretName: "hooks"})
 	lifecycle(t, s, n, "run_a", f.UID, factory.StateClaimed, factory.StateInProgress, factory.StateSucceeded)
+	close(written)
 	var first *factory.Notification
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		ns, _, _ := n.Deliveries("", "", "", 50)
