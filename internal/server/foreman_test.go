@@ -146,16 +146,21 @@ func getJSON(t *testing.T, h *harness, path string) map[string]any {
 // checkTimelineSays fails unless a run's timeline has a message holding s.
 func checkTimelineSays(t *testing.T, h *harness, runID, s string) {
 	t.Helper()
-	evs, err := h.store.RunEvents(runID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An agent's message is reported when its next begins, or after a
+	// second of silence (an agent waiting on a tool call): wait for it.
 	var all []string
-	for _, e := range evs {
-		if strings.Contains(e.Message, s) {
-			return
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		evs, err := h.store.RunEvents(runID)
+		if err != nil {
+			t.Fatal(err)
 		}
-		all = append(all, e.Message)
+		all = all[:0]
+		for _, e := range evs {
+			if strings.Contains(e.Message, s) {
+				return
+			}
+			all = append(all, e.Message)
+		}
 	}
 	t.Fatalf("the timeline of %s does not say %q:\n%s", runID, s, strings.Join(all, "\n"))
 }
