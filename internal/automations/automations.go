@@ -228,8 +228,8 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	}()
 	for _, it := range items {
 		d, rs, err := e.matches(it)
-		if err == nil && d != nil && d.Traceparent != "" && e.Tracer != nil {
-			spans = append(spans, e.trace(d, rs))
+		if err == nil {
+			spans = e.trace(spans, d, rs)
 		}
 		if err != nil {
 			if len(items) > 1 {
@@ -289,10 +289,14 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	return nil
 }
 
-// trace starts a delivery's evaluation span, the child of its request's,
-// and hands the span on to the runs the delivery starts (rs), whose
-// creation spans are its children.
-func (e *Evaluator) trace(d *factory.Delivery, rs []runs.CreateRequest) tracing.Span {
+// trace starts the evaluation span of a delivery whose request was
+// traced, the child of the request's span, adds it to spans, and hands it
+// on to the runs the delivery starts (rs), whose creation spans are its
+// children.
+func (e *Evaluator) trace(spans []tracing.Span, d *factory.Delivery, rs []runs.CreateRequest) []tracing.Span {
+	if e.Tracer == nil || d == nil || d.Traceparent == "" {
+		return spans
+	}
 	_, span := e.Tracer.StartFrom(d.Traceparent, "evaluate", tracing.String("factory.delivery.id", d.ID),
 		tracing.String("factory.webhook.uid", d.WebhookUID), tracing.Int("factory.automations.fired", len(rs)))
 	autos, ids := make([]string, len(rs)), make([]string, len(rs))
@@ -307,7 +311,7 @@ func (e *Evaluator) trace(d *factory.Delivery, rs []runs.CreateRequest) tracing.
 	}
 	e.Log.Debug("delivery evaluated", "delivery", d.ID, "webhook_uid", d.WebhookUID, "automations_fired", len(rs),
 		"runs", ids, "trace_id", span.TraceID())
-	return span
+	return append(spans, span)
 }
 
 func (e *Evaluator) oneByOne(items []store.QueueItem) error {
