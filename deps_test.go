@@ -65,6 +65,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/landlock-lsm/go-landlock/landlock": {"factory/internal/confine"},
 		// OpenTelemetry: the rest of the server starts spans through
 		// internal/tracing's API.
+		"go.opentelemetry.io/otel":                                        {"factory/internal/tracing"},
 		"go.opentelemetry.io/otel/trace":                                  {"factory/internal/tracing"},
 		"go.opentelemetry.io/otel/attribute":                              {"factory/internal/tracing"},
 		"go.opentelemetry.io/otel/codes":                                  {"factory/internal/tracing"},

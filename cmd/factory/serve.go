@@ -182,6 +182,7 @@ func startTracing(cfg *server.FileConfig, log *slog.Logger) (*tracing.Tracer, er
 		return nil, err
 	}
 	if t != nil {
+		tracing.LogErrors(log)
 		endpoint, ratio, service, _ := cfg.Tracing.Resolve(os.Getenv)
 		log.Info("tracing", "otlp_endpoint", endpoint, "sample_ratio", ratio, "service_name", service)
 	}

@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -110,6 +112,15 @@ func New(cfg Config, getenv func(string) string, version string) (*Tracer, error
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
 	return &Tracer{tp: tp, t: tp.Tracer("factory")}, nil
+}
+
+// LogErrors sends the SDK's errors (an export the collector refused or
+// that could not reach it) to log, at WARN, instead of the standard
+// library's logger. The SDK has one error handler per process.
+func LogErrors(log *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing", "err", err)
+	}))
 }
 
 // Shutdown exports the spans not yet exported and stops the exporter.
