@@ -211,7 +211,10 @@ func (h *Handler) startSpan(r *http.Request, uid string) (*http.Request, tracing
 
 // traced notes a delivery on its request's span (its ID, its outcome) and
 // the span on the delivery (its trace, and where its evaluation goes on).
-func traced(r *http.Request, d *factory.Delivery) {
+func (h *Handler) traced(r *http.Request, d *factory.Delivery) {
+	if h.cfg.Tracer == nil {
+		return
+	}
 	span := tracing.FromContext(r.Context())
 	span.Set(tracing.String("factory.delivery.id", d.ID), tracing.String("factory.delivery.outcome", d.Label))
 	if d.Reason != "" {
@@ -244,7 +247,7 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 	}
 	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
-	traced(q.r, d)
+	q.h.traced(q.r, d)
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
 		return rerr
 	}
@@ -500,7 +503,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		}
 		if seen {
 			d.Label, d.DuplicateOf = factory.LabelDuplicate, prev
-			traced(q.r, d)
+			h.traced(q.r, d)
 			if err := h.cfg.Store.RecordDelivery(d, nil, nil); err != nil {
 				return err
 			}
@@ -511,7 +514,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		}
 	}
 	d.Label = factory.LabelAccepted
-	traced(q.r, d)
+	h.traced(q.r, d)
 	if err := h.cfg.Store.RecordDelivery(d, body, keys); err != nil {
 		return err
 	}
