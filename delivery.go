@@ -41,6 +41,11 @@ type Delivery struct {
 	// lacks what its event needs).
 	Event   *ProviderEvent `json:"event,omitempty"`
 	Outcome string         `json:"outcome,omitempty"`
+	// TraceID is the trace of the delivery's request (set when tracing is
+	// on and the trace is sampled); Traceparent continues it when the
+	// delivery is evaluated (W3C trace context).
+	TraceID     string `json:"trace_id,omitempty"`
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // API key scopes (docs/spec/agents-api.md): runs for the Agents API, read

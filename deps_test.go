@@ -63,6 +63,17 @@ func TestDependencies(t *testing.T) {
 		"github.com/modelcontextprotocol/go-sdk/mcp":   {"factory/internal/mcpserver", "factory/cmd/factory"},
 		"github.com/modelcontextprotocol/go-sdk/auth":  {"factory/internal/mcpserver"},
 		"github.com/landlock-lsm/go-landlock/landlock": {"factory/internal/confine"},
+		// OpenTelemetry: the rest of the server starts spans through
+		// internal/tracing's API.
+		"go.opentelemetry.io/otel":                                        {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/trace":                                  {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/attribute":                              {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/codes":                                  {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/propagation":                            {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/sdk/trace":                              {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/sdk/resource":                           {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/semconv/v1.43.0":                        {"factory/internal/tracing"},
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp": {"factory/internal/tracing"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {

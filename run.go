@@ -142,6 +142,12 @@ type Run struct {
 	// ScheduledAt is the instant a scheduled run fired for.
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	TriggerURL  string     `json:"trigger_url,omitempty"`
+	// TraceID is the trace the run's creation belongs to (a delivery's,
+	// when an automation started it; set when tracing is on and the trace
+	// is sampled); Traceparent is its creation span (W3C trace context),
+	// the parent of its turns' spans.
+	TraceID     string `json:"trace_id,omitempty"`
+	Traceparent string `json:"traceparent,omitempty"`
 	// Artifacts are what the run produced; ArtifactDigests (what each
 	// was, by its file path or URL) and ArtifactBytes keep a later turn
 	// from reporting the same again and the run within its limits.
@@ -478,6 +484,9 @@ type RunItem struct {
 	Schedule       *RunSchedule `json:"schedule,omitempty"`
 	ScheduledAt    *time.Time   `json:"scheduled_at,omitempty"`
 	TriggerURL     string       `json:"trigger_url,omitempty"`
+	// TraceID is the OpenTelemetry trace of the run's creation and turns,
+	// when tracing is on and sampled it.
+	TraceID string `json:"trace_id,omitempty"`
 	// SubmittedPrompt is what the agent was given: the prompt with the
 	// automation's envelope, as PROMPT.md holds it.
 	SubmittedPrompt      string   `json:"submitted_prompt"`
@@ -504,7 +513,7 @@ func (r *Run) Item() RunItem {
 		UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, AgentConfig: r.Config, Source: r.Source, Creator: r.Creator,
 		StatusMessage: r.StatusMessage.Public(), Metadata: r.Metadata, FactoryUID: r.FactoryUID, AutomationID: r.AutomationID,
 		DeliveryID: r.DeliveryID, Attachments: r.Attachments, RootRunID: r.RootRunID(), ParentRunID: r.ParentRunID,
-		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, ScheduledAt: r.ScheduledAt, TriggerURL: r.TriggerURL,
+		Artifacts: r.Artifacts, ConversationID: r.Conversation(), Schedule: r.Schedule, ScheduledAt: r.ScheduledAt, TriggerURL: r.TriggerURL, TraceID: r.TraceID,
 		SubmittedPrompt: r.Prompt, ExecutionLocation: ExecutionRemote, IsRunTypeCancellable: true, RequestUsage: r.Usage}
 	it.Source = SourceName(r.Source)
 	executor := Executor

@@ -30,6 +30,7 @@ import (
 	"factory/internal/service"
 	"factory/internal/store"
 	"factory/internal/talkback"
+	"factory/internal/tracing"
 	"factory/internal/writeback"
 )
 
@@ -153,6 +154,12 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 			return fmt.Errorf("listen on %s for metrics: %w", o.metricsListen, err)
 		}
 	}
+	tracer, err := startTracing(cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopTracing(tracer, log)
 	egress, _ := cfg.EgressRanges() // LoadConfig has checked them
 	models, defaultModel := cfg.Models()
 	var srv *server.Server
@@ -161,9 +168,34 @@ func (a *app) serve(cmd *cobra.Command, o *serveOpts) error {
 		IngressPerMinute: o.rateLimit, IngressFailedAuthPerMinute: o.failedAuth,
 		IngressRejectedPerMinute: o.rejectedLimit, MetricsListener: ml, PushSecret: o.pushSecret, Schedules: cfg.Schedules.Limits(),
 		Backups: backups, Version: versionString(), EgressRanges: egress, Models: models, DefaultModel: defaultModel, Talkback: chats,
-		Notify: rt.notifier, Gateway: gw},
+		Notify: rt.notifier, Gateway: gw, Tracer: tracer},
 		serveApplier(s, kr, runs, chats, mg), log)
 	return srv.Run(cmd.Context(), ln)
+}
+
+// startTracing is the tracer of the configuration's tracing section and
+// the standard OTEL_ environment variables: nil (tracing off) without an
+// endpoint.
+func startTracing(cfg *server.FileConfig, log *slog.Logger) (*tracing.Tracer, error) {
+	t, err := tracing.New(cfg.Tracing, os.Getenv, versionString())
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		tracing.LogErrors(log)
+		endpoint, ratio, service, _ := cfg.Tracing.Resolve(os.Getenv)
+		log.Info("tracing", "otlp_endpoint", endpoint, "sample_ratio", ratio, "service_name", service)
+	}
+	return t, nil
+}
+
+// stopTracing exports the spans not exported yet, within 5 seconds.
+func stopTracing(t *tracing.Tracer, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last spans", "err", err)
+	}
 }
 
 // serveRuntime is what runs and reports the server's runs.

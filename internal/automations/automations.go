@@ -19,6 +19,7 @@ import (
 	"factory/internal/filter"
 	"factory/internal/runs"
 	"factory/internal/store"
+	"factory/internal/tracing"
 	"factory/internal/trigger"
 )
 
@@ -56,6 +57,10 @@ type Evaluator struct {
 	// Files, when set, reads a pull request's changed files from its code
 	// host, for the automations that filter on paths (readFiles).
 	Files FileReader
+	// Tracer, when set, traces each delivery's evaluation (span
+	// "evaluate", the child of its request's span) and hands the trace on
+	// to the runs it starts.
+	Tracer *tracing.Tracer
 
 	buffer   int // hand-overs held in memory; 0: 8,192
 	once     sync.Once
@@ -215,8 +220,17 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 	var reqs []runs.CreateRequest
 	var fired []*factory.Delivery
 	var done []string
+	var spans []tracing.Span
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
 	for _, it := range items {
 		d, rs, err := e.matches(it)
+		if err == nil {
+			spans = e.trace(spans, d, rs)
+		}
 		if err != nil {
 			if len(items) > 1 {
 				return e.oneByOne(items)
@@ -261,6 +275,9 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 		}
 	})
 	if err != nil {
+		for _, s := range spans {
+			s.Fail(err)
+		}
 		if len(items) > 1 {
 			return e.oneByOne(items)
 		}
@@ -270,6 +287,31 @@ func (e *Evaluator) evaluate(items []store.QueueItem) error {
 		e.Started(len(runs))
 	}
 	return nil
+}
+
+// trace starts the evaluation span of a delivery whose request was
+// traced, the child of the request's span, adds it to spans, and hands it
+// on to the runs the delivery starts (rs), whose creation spans are its
+// children.
+func (e *Evaluator) trace(spans []tracing.Span, d *factory.Delivery, rs []runs.CreateRequest) []tracing.Span {
+	if e.Tracer == nil || d == nil || d.Traceparent == "" {
+		return spans
+	}
+	_, span := e.Tracer.StartFrom(d.Traceparent, "evaluate", tracing.String("factory.delivery.id", d.ID),
+		tracing.String("factory.webhook.uid", d.WebhookUID), tracing.Int("factory.automations.fired", len(rs)))
+	autos, ids := make([]string, len(rs)), make([]string, len(rs))
+	parent := span.Traceparent()
+	for i := range rs {
+		rs[i].Traceparent = parent
+		autos[i], ids[i] = rs[i].AutomationID, rs[i].ID
+	}
+	span.Set(tracing.Strings("factory.automation.ids", autos), tracing.Strings("factory.run.ids", ids))
+	if d.Outcome != "" {
+		span.Set(tracing.String("factory.delivery.outcome", d.Outcome))
+	}
+	e.Log.Debug("delivery evaluated", "delivery", d.ID, "webhook_uid", d.WebhookUID, "automations_fired", len(rs),
+		"runs", ids, "trace_id", span.TraceID())
+	return append(spans, span)
 }
 
 func (e *Evaluator) oneByOne(items []store.QueueItem) error {

@@ -29,6 +29,7 @@ import (
 	"factory/internal/problem"
 	"factory/internal/secrets"
 	"factory/internal/store"
+	"factory/internal/tracing"
 )
 
 // Identity sources of a delivery (seed-spec §4.3), as the log records them.
@@ -64,6 +65,9 @@ type Config struct {
 	// Accepted, when set, is handed each accepted delivery once it is on
 	// disk (to evaluate it now rather than at the next poll).
 	Accepted func(store.QueueItem)
+	// Tracer, when set, traces each request (span "ingress"); its trace
+	// goes on in the delivery's evaluation (Delivery.Traceparent).
+	Tracer *tracing.Tracer
 }
 
 // Handler serves webhook ingress.
@@ -187,8 +191,38 @@ func (h *Handler) lookup(uid string) (*target, error) {
 
 // ServeHTTP answers one delivery attempt.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, span := h.startSpan(r, r.PathValue("uid"))
+	defer span.End()
 	if err := h.serve(w, r); err != nil {
+		span.Fail(err)
 		problem.Write(w, r, err, h.cfg.Log)
+	}
+}
+
+// startSpan starts a request's span, carried by the request it returns.
+func (h *Handler) startSpan(r *http.Request, uid string) (*http.Request, tracing.Span) {
+	if h.cfg.Tracer == nil {
+		return r, tracing.Span{}
+	}
+	ctx, span := h.cfg.Tracer.Start(r.Context(), "ingress", tracing.String("factory.webhook.uid", uid),
+		tracing.String("http.request.method", r.Method))
+	return r.WithContext(ctx), span
+}
+
+// traced notes a delivery on its request's span (its ID, its outcome) and
+// the span on the delivery (its trace, and where its evaluation goes on).
+func (h *Handler) traced(r *http.Request, d *factory.Delivery) {
+	if h.cfg.Tracer == nil {
+		return
+	}
+	span := tracing.FromContext(r.Context())
+	span.Set(tracing.String("factory.delivery.id", d.ID), tracing.String("factory.delivery.outcome", d.Label))
+	if d.Reason != "" {
+		span.Set(tracing.String("factory.delivery.reason", d.Reason))
+	}
+	d.TraceID = span.TraceID()
+	if d.Label == factory.LabelAccepted {
+		d.Traceparent = span.Traceparent()
 	}
 }
 
@@ -213,6 +247,7 @@ func (q *request) reject(label, reason string, err *problem.Error) error {
 	}
 	d := &factory.Delivery{ID: store.NewDeliveryID(q.now), WebhookUID: q.t.rec.UID, Label: label, Size: q.size,
 		Time: q.now.UTC(), ClientAddr: q.client, Reason: reason, RunIDs: []string{}}
+	q.h.traced(q.r, d)
 	if rerr := q.h.cfg.Store.RecordDelivery(d, nil, nil); rerr != nil {
 		return rerr
 	}
@@ -262,7 +297,10 @@ func (h *Handler) tooManyRefusals(t *target, wait time.Duration) error {
 // verify refuses is 401 and counts against the failed-authentication budget.
 func (h *Handler) ServeVerified(w http.ResponseWriter, r *http.Request, rec *factory.Webhook, verify Verifier, bodyID func([]byte) string) {
 	t := &target{rec: rec, name: rec.Factory + "/" + rec.Key, verify: verify, bodyID: bodyID}
+	r, span := h.startSpan(r, rec.UID)
+	defer span.End()
 	if err := h.serveTarget(w, r, t, ""); err != nil {
+		span.Fail(err)
 		problem.Write(w, r, err, h.cfg.Log)
 	}
 }
@@ -465,6 +503,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		}
 		if seen {
 			d.Label, d.DuplicateOf = factory.LabelDuplicate, prev
+			h.traced(q.r, d)
 			if err := h.cfg.Store.RecordDelivery(d, nil, nil); err != nil {
 				return err
 			}
@@ -475,6 +514,7 @@ func (h *Handler) record(w http.ResponseWriter, q *request, body []byte) error {
 		}
 	}
 	d.Label = factory.LabelAccepted
+	h.traced(q.r, d)
 	if err := h.cfg.Store.RecordDelivery(d, body, keys); err != nil {
 		return err
 	}
@@ -522,6 +562,9 @@ func (h *Handler) logOutcome(t *target, d *factory.Delivery) {
 		attrs = append(attrs, slog.String("duplicate_of", d.DuplicateOf))
 	case d.Reason != "":
 		attrs = append(attrs, slog.String("reason", d.Reason))
+	}
+	if d.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", d.TraceID))
 	}
 	level := slog.LevelInfo
 	if d.Label != factory.LabelAccepted && d.Label != factory.LabelDuplicate {

@@ -10,6 +10,7 @@ import (
 	"factory"
 	"factory/internal/runtime"
 	"factory/internal/store"
+	"factory/internal/tracing"
 )
 
 // CreateRequest is a run to create.
@@ -53,6 +54,9 @@ type CreateRequest struct {
 	CreatorSecrets map[string]string
 	// Webhook is the run's own run-status webhook (its secret sealed).
 	Webhook *factory.RunWebhook
+	// Traceparent, when set, is the span the run's creation span is a
+	// child of (a delivery's evaluation), as a W3C traceparent.
+	Traceparent string
 }
 
 // AttachmentData is an attachment's name, type and content.
@@ -87,9 +91,18 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 	b := m.cfg.Store.NewLogBatch()
 	runs := make([]*factory.Run, 0, len(reqs))
 	var queue, made []*factory.Run
+	spans := make([]tracing.Span, 0, len(reqs))
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
 	for _, req := range reqs {
-		r, fresh, err := m.prepare(b, req)
+		span := m.startCreate(req)
+		spans = append(spans, span)
+		r, fresh, err := m.prepare(b, req, span)
 		if err != nil {
+			span.Fail(err)
 			b.Abort()
 			return nil, err
 		}
@@ -105,6 +118,9 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 		extra(b)
 	}
 	if err := b.Commit(); err != nil {
+		for _, s := range spans {
+			s.Fail(err)
+		}
 		return nil, err
 	}
 	for _, r := range made {
@@ -121,9 +137,10 @@ func (m *Manager) CreateMany(reqs []CreateRequest, extra func(*store.Batch)) ([]
 // request's ID is returned as it is (fresh is false). A run is accepted
 // (PENDING) and queued at once, or refused before it is queued (FAILED,
 // ERROR), through the table of states as every later step.
-func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fresh bool, err error) {
+func (m *Manager) prepare(b *store.Batch, req CreateRequest, span tracing.Span) (r *factory.Run, fresh bool, err error) {
 	if req.ID != "" {
 		if r, err := m.cfg.Store.Run(req.ID); err == nil {
+			span.Set(tracing.String("factory.run.id", r.ID), tracing.String("factory.run.existing", "true"))
 			return r, false, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, false, err
@@ -147,7 +164,8 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		FactoryUID: req.FactoryUID, AutomationID: req.AutomationID, DeliveryID: req.DeliveryID, Creator: req.Creator,
 		Skill: req.Skill, ConversationID: req.ConversationID, TriggerURL: req.TriggerURL, Ancestors: req.Ancestors,
 		Schedule: req.Schedule, ScheduledAt: req.ScheduledAt, Setup: req.Setup, Repositories: req.Repositories, Origin: req.Origin,
-		CreatorSecrets: req.CreatorSecrets, Webhook: req.Webhook}
+		CreatorSecrets: req.CreatorSecrets, Webhook: req.Webhook, TraceID: span.TraceID(), Traceparent: span.Traceparent()}
+	span.Set(tracing.String("factory.run.id", id))
 	if r.Repositories == nil && r.FactoryUID != "" {
 		if r.Repositories, err = m.listedRepositories(r.FactoryUID); err != nil {
 			return nil, false, err
@@ -197,6 +215,22 @@ func (m *Manager) prepare(b *store.Batch, req CreateRequest) (r *factory.Run, fr
 		b.MarkFollowUp(r.ID, k) // the message that started it is not its follow-up too
 	}
 	return r, true, nil
+}
+
+// startCreate starts a run's creation span, the child of the request's
+// Traceparent (a delivery's evaluation) or a trace's root.
+func (m *Manager) startCreate(req CreateRequest) tracing.Span {
+	if m.cfg.Tracer == nil {
+		return tracing.Span{}
+	}
+	_, span := m.cfg.Tracer.StartFrom(req.Traceparent, "run.create", tracing.String("factory.run.source", req.Source))
+	if req.AutomationID != "" {
+		span.Set(tracing.String("factory.automation.id", req.AutomationID), tracing.String("factory.delivery.id", req.DeliveryID))
+	}
+	if req.FactoryUID != "" {
+		span.Set(tracing.String("factory.uid", req.FactoryUID))
+	}
+	return span
 }
 
 // putAttachments stores a new run's attachments with it.

@@ -22,6 +22,7 @@ import (
 	"factory/internal/confine"
 	"factory/internal/runtime"
 	"factory/internal/store"
+	"factory/internal/tracing"
 )
 
 // Environment is where runs execute: an executor and its limits
@@ -69,6 +70,10 @@ type Host interface {
 
 // Config sets a Manager up.
 type Config struct {
+	// Tracer, when set, traces each run's creation ("run.create") and
+	// turns ("run.turn", children of the creation span, however much
+	// later they run).
+	Tracer             *tracing.Tracer
 	Store              *store.Store
 	DataDir            string // runs live in DataDir/runs/<run id>/
 	Environments       map[string]Environment
@@ -225,6 +230,10 @@ func NewManager(cfg Config) *Manager {
 	}
 	return &Manager{cfg: cfg, active: map[string]*activeTurn{}, wake: make(chan struct{}, 1)}
 }
+
+// SetTracer traces the runs' creations and turns from now on (before
+// Start).
+func (m *Manager) SetTracer(t *tracing.Tracer) { m.cfg.Tracer = t }
 
 // Start reconciles the runs left in flight by the previous process with
 // their hosts (recover), then executes queued runs until ctx ends; then it
@@ -481,6 +490,9 @@ func (m *Manager) logRun(r *factory.Run, msg string, more ...any) {
 	if r.AutomationID != "" {
 		args = append(args, "automation", r.AutomationID, "delivery", r.DeliveryID)
 	}
+	if r.TraceID != "" {
+		args = append(args, "trace_id", r.TraceID)
+	}
 	m.cfg.Log.Info(msg, append(args, more...)...)
 }
 
@@ -494,6 +506,9 @@ func (m *Manager) logEnd(r *factory.Run, res runtime.Result) {
 	args := []any{"run", r.ID, "state", string(r.State), "result", string(res.State), "message", res.Message}
 	if r.AutomationID != "" {
 		args = append(args, "automation", r.AutomationID, "delivery", r.DeliveryID)
+	}
+	if r.TraceID != "" {
+		args = append(args, "trace_id", r.TraceID)
 	}
 	m.cfg.Log.Warn("run finished", args...)
 }

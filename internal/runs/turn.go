@@ -11,6 +11,7 @@ import (
 	"factory/internal/artifacts"
 	"factory/internal/runtime"
 	"factory/internal/store"
+	"factory/internal/tracing"
 )
 
 // execute runs the next turn of a queued run on a host: here (this
@@ -31,9 +32,11 @@ func (m *Manager) execute(ctx context.Context, id string, here bool) {
 		return // no longer queued: cancelled meanwhile
 	}
 	attempt := r.Current.Attempt
+	span := m.startTurn(r, here)
 	t, res, ok := m.turnOf(r)
 	if !ok {
 		m.end(id, attempt, res)
+		endTurn(span, res)
 		return
 	}
 	var host Host = m.cfg.Workers
@@ -42,6 +45,32 @@ func (m *Manager) execute(ctx context.Context, id string, here bool) {
 	}
 	res = host.Run(ctx, t, func(e runtime.Event) { m.event(id, attempt, e) })
 	m.turnEnded(ctx, id, attempt, res)
+	endTurn(span, res)
+}
+
+// startTurn starts a turn's span, the child of its run's creation span
+// (Run.Traceparent) however long after the creation it runs.
+func (m *Manager) startTurn(r *factory.Run, here bool) tracing.Span {
+	if m.cfg.Tracer == nil {
+		return tracing.Span{}
+	}
+	host := "server"
+	if !here {
+		host = "workers"
+	}
+	_, span := m.cfg.Tracer.StartFrom(r.Traceparent, "run.turn", tracing.String("factory.run.id", r.ID),
+		tracing.Int("factory.run.turn", r.Turns), tracing.String("factory.run.attempt", r.Current.Attempt),
+		tracing.String("factory.run.environment", r.Environment), tracing.String("factory.run.host", host))
+	return span
+}
+
+// endTurn ends a turn's span with the state the turn ended in.
+func endTurn(span tracing.Span, res runtime.Result) {
+	span.Set(tracing.String("factory.run.result", string(res.State)))
+	if res.State != factory.StateSucceeded && res.State != factory.StateCancelled {
+		span.FailWith(res.Message)
+	}
+	span.End()
 }
 
 // begin starts a queued run's next turn: a new attempt, the oldest pending

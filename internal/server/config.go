@@ -14,6 +14,7 @@ import (
 	"factory/internal/backup"
 	"factory/internal/gateway"
 	"factory/internal/schema"
+	"factory/internal/tracing"
 )
 
 // FileConfig is the server's configuration file (factory serve --config),
@@ -38,6 +39,10 @@ type FileConfig struct {
 	// Notifications bound the run-status webhooks (docs/spec/talkback.md).
 	Providers     *ProvidersConfig     `json:"providers,omitempty"`
 	Notifications *NotificationsConfig `json:"notifications,omitempty"`
+	// Tracing exports OpenTelemetry traces over OTLP/HTTP (docs/server.md,
+	// Tracing); without an endpoint here or in OTEL_EXPORTER_OTLP_ENDPOINT
+	// it is off.
+	Tracing tracing.Config `json:"tracing"`
 }
 
 // ProvidersConfig is where the providers' APIs are reached ("" their
@@ -288,6 +293,9 @@ func LoadConfig(path string) (*FileConfig, error) {
 		}
 		if _, err := cfg.Notifications.Networks(); err != nil {
 			ds = append(ds, schema.Diagnostic{File: path, Path: "/notifications/allowedNetworks", Message: err.Error(), Severity: schema.Error})
+		}
+		if _, _, _, err := cfg.Tracing.Resolve(func(string) string { return "" }); err != nil {
+			ds = append(ds, schema.Diagnostic{File: path, Path: "/tracing", Message: err.Error(), Severity: schema.Error})
 		}
 		if _, err := cfg.Notifications.RetrySchedule(); err != nil {
 			ds = append(ds, schema.Diagnostic{File: path, Path: "/notifications/retries", Message: err.Error(), Severity: schema.Error})

@@ -32,6 +32,7 @@ import (
 	"factory/internal/schedules"
 	"factory/internal/service"
 	"factory/internal/store"
+	"factory/internal/tracing"
 	"factory/internal/workers"
 )
 
@@ -98,6 +99,10 @@ type Config struct {
 	// Gateway, when set, is the model gateway (docs/harnesses.md), served
 	// at /v1/gateway/: it authenticates its callers by their run's token.
 	Gateway http.Handler
+	// Tracer, when set, traces deliveries into their runs (docs/server.md,
+	// Tracing): the ingress request, its evaluation, the runs' creations
+	// and turns. Nil: tracing is off.
+	Tracer *tracing.Tracer
 }
 
 // Server serves the API and reconciles factories.
@@ -187,11 +192,12 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 		s.metrics.workerGauges(cfg.Workers)
 	}
 	if cfg.Runs != nil {
+		cfg.Runs.SetTracer(cfg.Tracer)
 		s.runs = &service.Runs{Store: applier.Store, Manager: cfg.Runs}
 		s.metrics.runGauges(cfg.Runs.Counts)
 		cfg.Runs.OnFinished(func(state factory.RunState) { s.metrics.runsEnded.WithLabelValues(string(state)).Inc() })
 		s.eval = &automations.Evaluator{Store: applier.Store, Runs: cfg.Runs, Log: log,
-			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition, Files: s.changedFiles}
+			Started: func(n int) { s.metrics.runsStarted.Add(float64(n)) }, Observed: s.checkDefinition, Files: s.changedFiles, Tracer: cfg.Tracer}
 		accepted = s.eval.Queued
 		s.sched = &schedules.Scheduler{Store: applier.Store, Runs: cfg.Runs, Log: log, MinInterval: cfg.Schedules.MinInterval,
 			Fired: func(n int, _ time.Duration) { s.metrics.runsStarted.Add(float64(n)) }}
@@ -205,7 +211,7 @@ func New(cfg Config, applier *reconciler.Applier, log *slog.Logger) *Server {
 	}
 	s.ingress = ingress.New(ingress.Config{Store: applier.Store, Keyring: applier.Keyring, Log: log, Accepted: accepted,
 		MaxBody: cfg.IngressMaxBody, PerMinute: cfg.IngressPerMinute, FailedAuthPerMinute: cfg.IngressFailedAuthPerMinute,
-		RejectedPerMinute: cfg.IngressRejectedPerMinute})
+		RejectedPerMinute: cfg.IngressRejectedPerMinute, Tracer: cfg.Tracer})
 	s.metrics.reg.MustRegister(s.ingress.Collectors()...)
 	for _, f := range cfg.Factories {
 		if f.Interval <= 0 {

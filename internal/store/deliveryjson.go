@@ -74,6 +74,14 @@ func appendDelivery(b []byte, d *factory.Delivery) []byte {
 		b = append(b, `,"outcome":`...)
 		b = appendString(b, d.Outcome)
 	}
+	if d.TraceID != "" {
+		b = append(b, `,"trace_id":`...)
+		b = appendString(b, d.TraceID)
+	}
+	if d.Traceparent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendString(b, d.Traceparent)
+	}
 	return append(b, '}')
 }
 

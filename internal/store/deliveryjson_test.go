@@ -20,6 +20,7 @@ func TestDeliveryEncodingMatchesJSON(t *testing.T) {
 		{ID: "dlv_4", RunIDs: []string{"run_c"}, EventType: "issues<>", Outcome: "a GitHub ping & more",
 			Event: &factory.ProviderEvent{Provider: "github", Event: "issue_labeled", Repository: "acme/w", Where: "acme/w", Link: "https://x/<1>",
 				Fields: map[string][]string{"labels": {"bug", "b&c"}, "repos": {"acme/w"}}}},
+		{ID: "dlv_5", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 	for i, d := range cases {
 		want, err := json.Marshal(d)
@@ -38,7 +39,7 @@ func FuzzDeliveryEncoding(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, source, ident, addr string, size, ns int64) {
 		d := &factory.Delivery{ID: id, WebhookUID: source, Label: ident, Size: size, Time: time.Unix(0, ns).UTC(),
 			IdentitySource: source, Identity: ident, ClientAddr: addr, Reason: ident, DuplicateOf: id, RedeliveryOf: addr, RunIDs: []string{ident, id},
-			EventType: source, Outcome: addr}
+			EventType: source, Outcome: addr, TraceID: ident, Traceparent: source}
 		want, err := json.Marshal(d)
 		if err != nil {
 			return // times json refuses (years outside 0-9999) never occur in records
