@@ -121,7 +121,9 @@ func newRealRig(t *testing.T, name string) *realRig {
 	}
 	log := slog.New(slog.NewTextHandler(&rg.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rg.m = runs.NewManager(runs.Config{Store: s, DataDir: dir, DefaultEnvironment: name, Log: log, HarnessSetup: setup,
-		Environments: map[string]runs.Environment{name: {Executor: &runtime.ACPExecutor{Command: h.Command(root)}, Harness: name}}})
+		// Confined, as the server's own environment of an installed harness
+		// is: the harness's install is what it reads besides the system.
+		Environments: map[string]runs.Environment{name: {Executor: &runtime.ACPExecutor{Command: h.Command(root)}, Harness: name, ReadOnly: []string{root}}}})
 	g := gateway.New(gateway.Config{Tokens: tokens, Runs: rg.m, Log: log,
 		Providers: map[string]gateway.Provider{h.Provider: {URL: rg.up.URL}},
 		Key:       func(*factory.Run, string) ([]byte, error) { return []byte(providerKey), nil }})
@@ -217,7 +219,7 @@ func TestRealHarnesses(t *testing.T) {
 				t.Errorf("NOTES.md: %q %v\n%s", b, err, timeline(rg.store, got.ID))
 			}
 			if b, err := os.ReadFile(filepath.Join(ws, "shell.txt")); err != nil || strings.TrimSpace(string(b)) != "hi" {
-				t.Errorf("shell.txt: %q %v", b, err)
+				t.Errorf("shell.txt: %q %v\n%s", b, err, timeline(rg.store, got.ID))
 			}
 			checkMessagesInOrder(t, rg.store, got.ID, "I will write NOTES.md.", "Now I run a shell command.", "All done: NOTES.md is written.")
 			rep := rg.up.Reported(nil)

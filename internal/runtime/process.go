@@ -32,8 +32,9 @@ func agentEnv(t Turn, run ...string) []string {
 	switch {
 	case t.Confine != nil:
 		// The server's HOME is out of a confined agent's reach: its run
-		// has a home and a temporary folder of its own.
-		env = append(env, "HOME="+t.Home(), "TMPDIR="+t.TmpDir())
+		// has a home and a temporary folder of its own (Claude Code keeps
+		// its commands' output under /tmp unless told otherwise).
+		env = append(env, "HOME="+t.Home(), "TMPDIR="+t.TmpDir(), "CLAUDE_CODE_TMPDIR="+t.TmpDir())
 	case t.Dir != "":
 		// A HOME of the run's own: the agent's settings and sessions stay
 		// with the run, and nothing of the server's user's home is seen.
