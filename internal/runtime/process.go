@@ -62,6 +62,9 @@ type agentProcess struct {
 	// marker is the environment entry of the turn's processes
 	// (RunMarker), "" when the turn names no run.
 	marker string
+	// since is when it started, less a margin (bootTicks): only processes
+	// started since can be the turn's.
+	since uint64
 }
 
 // startAgent starts cmd in a new process group and tells onStart (when
@@ -88,7 +91,7 @@ func startAgent(cmd *exec.Cmd, t *Turn) (*agentProcess, error) {
 	}
 	cmd.Stdout, cmd.Stderr = w, errW
 	p := &agentProcess{cmd: cmd, stdout: stdout, stderrR: errR, stderr: &Tail{Max: maxStderr},
-		stderrDone: make(chan struct{}), exited: make(chan struct{})}
+		stderrDone: make(chan struct{}), exited: make(chan struct{}), since: bootTicks()}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
@@ -134,7 +137,7 @@ func (p *agentProcess) signal(sig syscall.Signal) {
 // close makes sure no process of the turn outlives it (its group, and
 // every process of its tree: killTree) and releases the pipes.
 func (p *agentProcess) close() {
-	killTree(p.cmd.Process.Pid, p.marker)
+	killTree(p.cmd.Process.Pid, p.marker, p.since)
 	p.stdout.Close()
 	p.stderrR.Close()
 }
@@ -150,5 +153,5 @@ func (p *agentProcess) end(stdin io.Closer, exitGrace, killGrace time.Duration) 
 	case <-p.exited:
 	case <-time.After(exitGrace):
 	}
-	endTree(p.cmd.Process.Pid, p.marker, killGrace)
+	endTree(p.cmd.Process.Pid, p.marker, p.since, killGrace)
 }

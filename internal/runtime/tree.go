@@ -31,8 +31,10 @@ func RunMarker(runID string) string { return "FACTORY_RUN_ID=" + runID }
 // descendants of leader (while the tree is intact), and every process
 // whose environment holds marker, with their descendants. It reads /proc;
 // a process whose environment it may not read is found through its
-// parents only.
-func turnProcesses(leader int, marker string) []int {
+// parents only. Only processes started at since or later (clock ticks
+// since boot, as /proc says; 0: all) can be the turn's: the environments
+// of older ones are not read (reading each is most of a scan's cost).
+func turnProcesses(leader int, marker string, since uint64) []int {
 	entries, _ := os.ReadDir("/proc")
 	children := map[int][]int{}
 	var roots []int
@@ -51,7 +53,7 @@ func turnProcesses(leader int, marker string) []int {
 			continue
 		}
 		children[st.ppid] = append(children[st.ppid], pid)
-		if marker != "" && hasEnv(pid, want) {
+		if marker != "" && st.start >= since && hasEnv(pid, want) {
 			roots = append(roots, pid)
 		}
 	}
@@ -85,6 +87,21 @@ func hasEnv(pid int, entry []byte) bool {
 	return bytes.HasPrefix(b, entry) || bytes.Contains(b, append([]byte{0}, entry...))
 }
 
+// bootTicks is now in clock ticks since boot (USER_HZ, 100 a second, as
+// /proc's start times count), less a second of margin; 0 when /proc does
+// not say.
+func bootTicks() uint64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	up, err := strconv.ParseFloat(string(bytes.Fields(b)[0]), 64)
+	if err != nil || up < 1 {
+		return 0
+	}
+	return uint64((up - 1) * 100)
+}
+
 // alive reports whether a process exists and is not a zombie.
 func alive(pid int) bool {
 	st, ok := readProcStat(pid)
@@ -94,8 +111,8 @@ func alive(pid int) bool {
 // endTree ends what is left of a turn: SIGTERM to its process group and
 // every process of its tree, then, after grace, SIGKILL to those still
 // there. It returns once none is left (or after the SIGKILL).
-func endTree(leader int, marker string, grace time.Duration) {
-	pids := turnProcesses(leader, marker)
+func endTree(leader int, marker string, since uint64, grace time.Duration) {
+	pids := turnProcesses(leader, marker, since)
 	if leader > 0 {
 		_ = syscall.Kill(-leader, syscall.SIGTERM)
 	}
@@ -112,18 +129,23 @@ func endTree(leader int, marker string, grace time.Duration) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	killTree(leader, marker)
+	killTree(leader, marker, since)
 }
 
 // killTree sends SIGKILL to the turn's process group and every process
-// of its tree, twice over (a process may start another meanwhile).
-func killTree(leader int, marker string) {
+// of its tree, twice over when it found any (one may start another
+// meanwhile).
+func killTree(leader int, marker string, since uint64) {
 	for range 2 {
 		if leader > 0 {
 			_ = syscall.Kill(-leader, syscall.SIGKILL)
 		}
-		for _, pid := range turnProcesses(leader, marker) {
+		pids := turnProcesses(leader, marker, since)
+		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(pids) == 0 {
+			return
 		}
 	}
 }
