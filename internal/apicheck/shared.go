@@ -1,6 +1,8 @@
 package apicheck
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,4 +42,19 @@ func SharedFile(t testing.TB, name string) string {
 		t.Fatalf("the providers' API description %s is not there (set FACTORY_APIS to the folder that holds it): %v", name, err)
 	}
 	return p
+}
+
+// Serve serves a test's fake of a provider (name) on loopback and returns
+// its address; when the test ends, each problem the fake found in the
+// requests it was sent fails the test.
+func Serve(t testing.TB, name string, h http.Handler, problems *Problems) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		for _, p := range problems.List() {
+			t.Errorf("fake %s: %s", name, p)
+		}
+	})
+	return srv.URL
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -79,14 +78,7 @@ func New(t testing.TB) *Fake {
 	t.Helper()
 	ops, adf := load(t)
 	f := &Fake{Problems: &apicheck.Problems{}}
-	srv := httptest.NewServer(ops.Handler(http.HandlerFunc(f.serve), adf, f.Problems))
-	f.URL = srv.URL
-	t.Cleanup(func() {
-		srv.Close()
-		for _, p := range f.Problems.List() {
-			t.Errorf("fake Jira: %s", p)
-		}
-	})
+	f.URL = apicheck.Serve(t, "Jira", ops.Handler(http.HandlerFunc(f.serve), adf, f.Problems), f.Problems)
 	return f
 }
 

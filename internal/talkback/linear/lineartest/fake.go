@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -103,14 +102,7 @@ type Attachment struct{ Issue, URL, Title string }
 func New(t testing.TB) *Fake {
 	t.Helper()
 	f := &Fake{Problems: &apicheck.Problems{}, schema: Schema(t), Fail: map[string]int{}}
-	srv := httptest.NewServer(http.HandlerFunc(f.serve))
-	f.URL = srv.URL + "/graphql"
-	t.Cleanup(func() {
-		srv.Close()
-		for _, p := range f.Problems.List() {
-			t.Errorf("fake Linear: %s", p)
-		}
-	})
+	f.URL = apicheck.Serve(t, "Linear", http.HandlerFunc(f.serve), f.Problems) + "/graphql"
 	return f
 }
 

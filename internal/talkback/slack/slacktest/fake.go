@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -60,14 +59,7 @@ func New(t testing.TB) *Fake {
 	}
 	f := &Fake{Problems: &apicheck.Problems{}, Channels: map[string]string{"general": "C0GENERAL1", "deploys": "C0DEPLOYS1"},
 		Fail: map[string]int{}}
-	srv := httptest.NewServer(desc.Handler(http.HandlerFunc(f.serve), f.Problems))
-	f.URL = srv.URL + "/api/"
-	t.Cleanup(func() {
-		srv.Close()
-		for _, p := range f.Problems.List() {
-			t.Errorf("fake Slack: %s", p)
-		}
-	})
+	f.URL = apicheck.Serve(t, "Slack", desc.Handler(http.HandlerFunc(f.serve), f.Problems), f.Problems) + "/api/"
 	return f
 }
 

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -86,14 +85,7 @@ func New(t testing.TB) *Fake {
 	mux.HandleFunc("GET /keys", f.keys)
 	mux.HandleFunc("POST /token", f.token)
 	mux.Handle("/v3/", connector)
-	srv := httptest.NewServer(mux)
-	f.URL = srv.URL
-	t.Cleanup(func() {
-		srv.Close()
-		for _, p := range f.Problems.List() {
-			t.Errorf("fake Bot Framework: %s", p)
-		}
-	})
+	f.URL = apicheck.Serve(t, "Bot Framework", mux, f.Problems)
 	return f
 }
 
