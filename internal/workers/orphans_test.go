@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"factory"
 	"factory/internal/runtime"
-	"factory/internal/store"
 	"factory/internal/worker"
 	"factory/internal/workers"
 
@@ -27,21 +23,7 @@ import (
 // is held within bounds; the events stream is bounded in messages and
 // bytes.
 func TestOrphanEventsAreBounded(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	cp, err := workers.StartControlPlane(context.Background(), workers.Options{Listen: addr, Lease: time.Second}, s, dir,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
+	cp := embeddedControlPlane(t)
 	cp.SetOwner(func(runID, attempt string) bool { return attempt == "at_live" })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -26,21 +26,7 @@ import (
 // connections at once, and whatever still comes in its name (a claim, an
 // event: from a cluster of one's own that kept it connected) is refused.
 func TestRevokedWorkerIsCutOff(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	cp, err := workers.StartControlPlane(context.Background(), workers.Options{Listen: addr, Lease: time.Second}, s, dir,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
+	cp := embeddedControlPlane(t)
 	var claims atomic.Int32
 	cp.SetClaim(func(runID, attempt, w string) error { claims.Add(1); return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -109,4 +95,26 @@ func own(t *testing.T, cp *workers.ControlPlane) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// embeddedControlPlane is a control plane with its embedded NATS server on
+// loopback, over a store on a temporary folder; both end with the test.
+func embeddedControlPlane(t *testing.T) *workers.ControlPlane {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cp, err := workers.StartControlPlane(context.Background(), workers.Options{Listen: addr, Lease: time.Second}, s, dir,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	return cp
 }
