@@ -28,6 +28,13 @@ func (t *tools) sendTask(_ context.Context, req *mcp.CallToolRequest, in sendTas
 	if err := need(c, factory.ScopeRuns); err != nil {
 		return nil, nil, err
 	}
+	if c.Run != nil && in.FactoryTaskUID == "" {
+		// New work from a run would be a tree of its own: outside its
+		// task (its cancel would not reach it) and past the factory's
+		// orchestration.maxDepth. A run dispatches (dispatch_agent) or
+		// hands its own task back.
+		return nil, nil, errors.New("send_task: a run may hand back its own task (factory_task_uid), not start new work; dispatch_agent starts a child run")
+	}
 	facUID := in.FactoryUID
 	if in.FactoryTaskUID != "" {
 		task, err := t.findTask(c, in.FactoryTaskUID, "", "")

@@ -215,8 +215,12 @@ func checkRunToken(t *testing.T, s *mcp.ClientSession, own, other *factory.Facto
 	if text, isErr := toolText(t, s, "list_tasks", map[string]any{"factory_uid": other.UID}); !isErr || !strings.Contains(text, "its own factory") {
 		t.Errorf("list_tasks of another factory: %v %s", isErr, text)
 	}
-	if text, isErr := toolText(t, s, "send_task", map[string]any{"factory_uid": other.UID, "title": "x", "note": "y"}); !isErr || !strings.Contains(text, "its own factory") {
-		t.Errorf("send_task to another factory: %v %s", isErr, text)
+	// New work from a run would be a tree past its task and its depth
+	// limit, in its own factory or another's.
+	for _, uid := range []string{other.UID, own.UID} {
+		if text, isErr := toolText(t, s, "send_task", map[string]any{"factory_uid": uid, "title": "x", "note": "y"}); !isErr || !strings.Contains(text, "not start new work") {
+			t.Errorf("send_task of new work to %s: %v %s", uid, isErr, text)
+		}
 	}
 	if text, isErr := toolText(t, s, "dispatch_agent", map[string]any{"agent": "nobody", "prompt": "x"}); !isErr || !strings.Contains(text, "helper") {
 		t.Errorf("dispatch_agent of an unknown agent: %v %s", isErr, text)

@@ -160,12 +160,9 @@ func (g *Registry) VerifyTeams(ctx context.Context, factoryName, authorization s
 	if app == "" {
 		return fmt.Errorf("factory %s has no Teams bot (microsoft-teams appId)", factoryName)
 	}
-	var a struct {
-		ServiceURL string `json:"serviceUrl"`
-		ChannelID  string `json:"channelId"`
-	}
-	if err := json.Unmarshal(activity, &a); err != nil || a.ServiceURL == "" {
-		return fmt.Errorf("the activity names no serviceUrl")
+	serviceURL, channelID, err := activityEndpoint(activity)
+	if err != nil {
+		return err
 	}
 	g.mu.Lock()
 	if g.verifier == nil {
@@ -175,7 +172,30 @@ func (g *Registry) VerifyTeams(ctx context.Context, factoryName, authorization s
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return v.Verify(ctx, authorization, app, a.ServiceURL, a.ChannelID)
+	return v.Verify(ctx, authorization, app, serviceURL, channelID)
+}
+
+// activityEndpoint is an activity's serviceUrl and channelId read by their
+// exact keys, as the event and its replies read them. A key that differs
+// from either only in case is refused: a case-blind reading would check
+// one address while the replies went to another (with the bot's token).
+func activityEndpoint(activity []byte) (serviceURL, channelID string, err error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(activity, &keys); err != nil {
+		return "", "", fmt.Errorf("the activity is not a JSON object")
+	}
+	for k := range keys {
+		for _, want := range []string{"serviceUrl", "channelId"} {
+			if k != want && strings.EqualFold(k, want) {
+				return "", "", fmt.Errorf("the activity has %q beside %q: refused", k, want)
+			}
+		}
+	}
+	if json.Unmarshal(keys["serviceUrl"], &serviceURL) != nil || serviceURL == "" {
+		return "", "", fmt.Errorf("the activity names no serviceUrl")
+	}
+	_ = json.Unmarshal(keys["channelId"], &channelID)
+	return serviceURL, channelID, nil
 }
 
 // listTimeout bounds the listing of a workspace's channels.
