@@ -61,6 +61,10 @@ type Task struct {
 	// SpecApproved is set when a person approved the task's latest spec
 	// review; a later spec review clears it.
 	SpecApproved bool `json:"spec_approved,omitempty"`
+	// SpecReview is the inbox item of the task's latest spec review: only
+	// its approval lets the task into IMPLEMENT (an older one's answer
+	// reaches its run, and approves nothing).
+	SpecReview string `json:"spec_review,omitempty"`
 }
 
 // TaskItem is a task as the SDKs read it (src/resources/factories/tasks.ts).

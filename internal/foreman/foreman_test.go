@@ -118,11 +118,23 @@ func TestSpecApproval(t *testing.T) {
 	if err != nil || got.Stage != factory.StageImplement || got.UID != task.UID {
 		t.Fatalf("IMPLEMENT after the approval: %v %v", got, err)
 	}
-	if _, err := w.f.Ask(child, foreman.Ask{Question: "The new spec?", Kind: factory.InboxSpecReview}); err != nil {
+	v2, err := w.f.Ask(child, foreman.Ask{Question: "The new spec?", Kind: factory.InboxSpecReview})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.f.SetStage(child, "IMPLEMENT"); err == nil {
 		t.Fatal("a new spec review left the old approval standing")
+	}
+	// The attack: a third spec review while the second is open, and a
+	// person approves the second: the third stays unapproved.
+	if _, err := w.f.Ask(child, foreman.Ask{Question: "The spec, third draft?", Kind: factory.InboxSpecReview}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.f.Answer(v2.UID, "approve", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.f.SetStage(child, "IMPLEMENT"); err == nil {
+		t.Fatal("the approval of an older spec review let the task past the newest")
 	}
 	relaxed := newWorld(t, factory.Settings{SpecApproval: "none"})
 	r := relaxed.run(t)

@@ -57,8 +57,8 @@ func (f *Foreman) Ask(caller *factory.Run, a Ask) (*factory.InboxItem, error) {
 	b := f.cfg.Store.NewLogBatch()
 	if t != nil {
 		it.TaskUID = t.UID
-		if a.Kind == factory.InboxSpecReview && t.SpecApproved {
-			t.SpecApproved, t.UpdatedAt = false, now()
+		if a.Kind == factory.InboxSpecReview {
+			t.SpecApproved, t.SpecReview, t.UpdatedAt = false, it.UID, now()
 			b.PutTask(t)
 		}
 	}
@@ -105,7 +105,7 @@ func (f *Foreman) Answer(uid, answer, comment string, by *factory.Creator) (*fac
 	}
 	b := f.cfg.Store.NewLogBatch()
 	b.PutInboxItem(it)
-	if t, err := f.cfg.Store.Task(it.TaskUID); err == nil && it.Kind == factory.InboxSpecReview {
+	if t, err := f.cfg.Store.Task(it.TaskUID); err == nil && it.Kind == factory.InboxSpecReview && (t.SpecReview == "" || t.SpecReview == it.UID) {
 		t.SpecApproved, t.UpdatedAt = answer == factory.AnswerApprove, at
 		b.PutTask(t)
 	}

@@ -79,6 +79,9 @@ func New(cfg Config) *Gateway {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	// A redirect is answered, never followed: Go's client would carry
+	// x-api-key and x-goog-api-key (the real key) to another host.
+	cfg.Client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -109,6 +112,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.provider, c.rest = provider, "/"+rest
 	if _, ok := DefaultURLs[provider]; !ok {
 		http.Error(w, fmt.Sprintf("no provider %q: the gateway serves anthropic, openai and gemini", provider), http.StatusNotFound)
+		return
+	}
+	if msg := pathProblem(r.URL, c.rest); msg != "" {
+		writeError(w, provider, http.StatusBadRequest, msg)
+		return
+	}
+	if !served(r.Method, c.rest) {
+		writeError(w, provider, http.StatusForbidden, fmt.Sprintf("%s %s: the gateway forwards a model's calls only "+
+			"(messages, responses, chat completions, generateContent, token counts, the models' list)", r.Method, c.rest))
 		return
 	}
 	if status, msg := g.admit(c, r); status != 0 {
@@ -202,6 +214,39 @@ func apiOf(rest string) string {
 		return "generate_content"
 	}
 	return "other"
+}
+
+// pathProblem says why a path may not go to the provider: a dot segment
+// or an encoded slash or dot would leave the provider's base path (an
+// upstream that cleans paths), with the real key.
+func pathProblem(u *url.URL, rest string) string {
+	esc := strings.ToLower(u.EscapedPath())
+	if strings.Contains(esc, "%2e") || strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") {
+		return "the path holds an encoded dot, slash or backslash"
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		if seg == "." || seg == ".." {
+			return "the path holds a dot segment"
+		}
+	}
+	return ""
+}
+
+// served reports whether the gateway forwards a call: the model APIs it
+// meters (apiOf), token counts, and reading the models' list or a model.
+// Anything else (files, batches, fine-tuning, caches) would lend an agent
+// the key's whole authority, unmetered and outliving its run.
+func served(method, rest string) bool {
+	switch {
+	case apiOf(rest) != "other":
+		return method == http.MethodPost
+	case strings.HasSuffix(rest, "/messages/count_tokens") || strings.Contains(rest, ":countTokens"):
+		return method == http.MethodPost
+	case method == http.MethodGet:
+		i := strings.LastIndex(rest, "/models")
+		return i >= 0 && !strings.ContainsAny(rest[i:], ":") && strings.Count(rest[i:], "/") <= 2
+	}
+	return false
 }
 
 // geminiModel is the model of a Gemini path (/v1beta/models/<model>:...).
