@@ -66,6 +66,12 @@ func (g *modelGateway) keySecret(r *factory.Run, provider string) string {
 
 // key is gateway.Config.Key: the real key of a run's calls to a provider.
 func (g *modelGateway) key(r *factory.Run, provider string) ([]byte, error) {
+	if r != nil && r.Setup != nil && r.Setup.Harness != nil {
+		// A run's token spends its own harness's provider's key only.
+		if h, ok := harness.Lookup(r.Setup.Harness.Type); ok && h.Provider != provider {
+			return nil, fmt.Errorf("the run's harness (%s) calls %s, not %s", h.Name, h.Provider, provider)
+		}
+	}
 	name := g.keySecret(r, provider)
 	if name == "" {
 		return nil, fmt.Errorf("the model gateway has no key for %s: set gateway.providers.%s.keySecret in the server's configuration, or the agent's harness.auth", provider, provider)

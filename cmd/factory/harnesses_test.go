@@ -112,6 +112,12 @@ func TestModelGatewayKeys(t *testing.T) {
 	if k, err := g.key(run, "openai"); err != nil || string(k) != "sk-openai-real" {
 		t.Errorf("the provider's key: %q %v", k, err)
 	}
+	// A codex run's token spends OpenAI's key only, not another provider's.
+	g.cfg.Providers["anthropic"] = server.GatewayProvider{KeySecret: "openai-key"}
+	if k, err := g.key(run, "anthropic"); err == nil || !strings.Contains(err.Error(), "calls openai, not anthropic") {
+		t.Errorf("another provider's key for a codex run: %q %v", k, err)
+	}
+	delete(g.cfg.Providers, "anthropic")
 	own := &factory.Run{ID: "run_2", Setup: &factory.RunSetup{Harness: &factory.Harness{Type: "codex",
 		Auth: &factory.HarnessAuth{Source: "managedSecret", SecretName: "own-key"}}}}
 	if k, err := g.key(own, "openai"); err != nil || string(k) != "sk-own-real" {

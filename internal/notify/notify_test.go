@@ -96,8 +96,13 @@ func TestDialPolicy(t *testing.T) {
 		"93.184.216.34": true, "2606:2800:220:1::": true, "127.0.0.1": true, "::1": true,
 		"10.1.2.3": true, "10.2.0.1": false, "192.168.1.1": false, "172.16.0.1": false, "169.254.169.254": false,
 		"fe80::1": false, "fd00::1": false, "100.64.0.1": false, "0.0.0.0": false, "::ffff:192.168.1.1": false,
+		// Special-purpose IPv4 ranges, and IPv6 addresses that carry a
+		// private IPv4 one (NAT64, 6to4, IPv4-compatible): as it.
+		"192.0.0.8": false, "198.18.0.1": false, "255.255.255.255": false, "64:ff9b::a9fe:a9fe": false,
+		"64:ff9b:1::a00:1": false, "2002:a00:1::": false, "::c0a8:101": false, "64:ff9b::5db8:d822": true,
+		"64:ff9b::a01:203": true, // 10.1.2.3, in the allowed range
 	} {
-		if got := n.CheckAddr(netip.MustParseAddr(addr).Unmap()) == nil; got != want {
+		if got := n.CheckAddr(netip.MustParseAddr(addr)) == nil; got != want {
 			t.Errorf("%s: %v, want %v", addr, got, want)
 		}
 	}

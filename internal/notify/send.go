@@ -139,7 +139,7 @@ func (n *Notifier) disable(b *store.Batch, nt *factory.Notification, now time.Ti
 			b.UpdateNotification(other)
 		}
 	}
-	n.cfg.Log.Warn("a notification route was disabled by its receiver (410 Gone)", "route", nt.Route, "url", nt.URL)
+	n.cfg.Log.Warn("a notification route was disabled by its receiver (410 Gone)", "route", nt.Route, "url", redact(nt.URL))
 }
 
 // jitter stretches a wait by up to a tenth.
@@ -255,6 +255,7 @@ func (n *Notifier) httpClient() *http.Client {
 
 // CheckAddr says whether an address may be dialled.
 func (n *Notifier) CheckAddr(a netip.Addr) error {
+	a = a.Unmap()
 	for _, p := range n.cfg.AllowedNetworks {
 		if p.Contains(a) {
 			return nil
@@ -266,13 +267,55 @@ func (n *Notifier) CheckAddr(a netip.Addr) error {
 			return nil
 		}
 		return fmt.Errorf("%w: %s is a loopback address (allowed with --allow-insecure-notifications)", errRefused, a)
-	case a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() || a.IsMulticast() || cgnat.Contains(a):
-		return fmt.Errorf("%w: %s is a private or link-local address (allow its range in notifications.allowedNetworks)", errRefused, a)
+	case a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() || a.IsMulticast() || special(a):
+		return fmt.Errorf("%w: %s is a private, link-local or special-purpose address (allow its range in notifications.allowedNetworks)", errRefused, a)
+	}
+	if v4, ok := embeddedIPv4(a); ok {
+		// An IPv6 address that carries an IPv4 one (NAT64, 6to4,
+		// IPv4-compatible) reaches that address: it is judged as it.
+		return n.CheckAddr(v4)
 	}
 	return nil
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// specialRanges are IPv4 ranges of no public host beside those netip names:
+// shared address space (carrier-grade NAT), IETF protocol assignments,
+// benchmarking, and the limited broadcast address.
+var specialRanges = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("255.255.255.255/32")}
+
+func special(a netip.Addr) bool {
+	for _, p := range specialRanges {
+		if p.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// IPv6 prefixes whose addresses embed an IPv4 address in their last four
+// bytes (NAT64 well-known and local-use, IPv4-compatible), and 6to4's in
+// bytes 2-5.
+var (
+	nat64     = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48"), netip.MustParsePrefix("::/96")}
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	for _, p := range nat64 {
+		if p.Contains(a) {
+			return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+		}
+	}
+	if sixToFour.Contains(a) {
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
 
 // redact keeps a URL's query (it may carry a token) out of errors.
 func redact(raw string) string {
