@@ -517,7 +517,7 @@ func CodeHostWarnings(d *Desired, has func(host string) bool) schema.Diagnostics
 // each agent whose environment keeps its runs apart from the server's
 // files or from each other's no better than isolation says (an unconfined
 // user: shared by runs at once).
-func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(harness string) string, key ...func(h *factory.Harness) string) schema.Diagnostics {
+func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(harness string) string, key func(h *factory.Harness) string) schema.Diagnostics {
 	var ds schema.Diagnostics
 	for _, a := range d.Resources[factory.ResourceAgent] {
 		ex := factory.ExecSettings{}
@@ -534,8 +534,8 @@ func HarnessWarnings(d *Desired, runs func(harness string) bool, isolation func(
 			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf(
 				"agent %s runs on the %s harness, which no environment of this server runs: its runs will fail (factory harnesses install %s, or map it with runtime.harnesses.%s in the server config)",
 				a.Key, h.Type, h.Type, h.Type)))
-		case len(key) > 0 && key[0] != nil && key[0](h) != "":
-			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s: %s", a.Key, key[0](h))))
+		case key != nil && key(h) != "":
+			ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s: %s", a.Key, key(h))))
 		case isolation != nil:
 			if w := isolation(h.Type); w != "" {
 				ds = append(ds, a.Doc.Diag(schema.Warning, "", fmt.Sprintf("agent %s runs on the %s harness, in %s", a.Key, h.Type, w)))

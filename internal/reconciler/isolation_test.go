@@ -24,11 +24,11 @@ func TestPlanWarnsOfSharedUsers(t *testing.T) {
 	shared := func(h string) string {
 		return "environment default: its agents run as user 65534, unconfined, shared with runs of it"
 	}
-	ds := reconciler.HarnessWarnings(c.Desired, runs, shared)
+	ds := reconciler.HarnessWarnings(c.Desired, runs, shared, nil)
 	if len(ds) != 1 || !strings.Contains(ds[0].String(), "agent lead runs on the oz harness, in environment default: its agents run as user 65534") {
 		t.Errorf("warnings %v", ds)
 	}
-	if ds := reconciler.HarnessWarnings(c.Desired, runs, func(string) string { return "" }); len(ds) != 0 {
+	if ds := reconciler.HarnessWarnings(c.Desired, runs, func(string) string { return "" }, nil); len(ds) != 0 {
 		t.Errorf("apart, warnings %v", ds)
 	}
 }
